@@ -1,0 +1,3 @@
+module github.com/omnistage/omnistage
+
+go 1.26.8

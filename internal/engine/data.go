@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+)
+
+// Kind names a type of data that flows between stages.
+type Kind string
+
+// The kinds a pipeline may declare.
+const (
+	KindText       Kind = "text"
+	KindFrames     Kind = "frames"
+	KindSegments   Kind = "segments"
+	KindAudio      Kind = "audio"
+	KindTimestamps Kind = "timestamps"
+)
+
+// Kinds lists every valid kind.
+var Kinds = []Kind{KindText, KindFrames, KindSegments, KindAudio, KindTimestamps}
+
+// Valid reports whether k is one of Kinds.
+func (k Kind) Valid() bool {
+	for _, v := range Kinds {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Chunk is one piece of a stage's stream. Exactly one field is set; its kind
+// is Kind().
+type Chunk struct {
+	Text     *Text     `msgpack:"t,omitempty"`
+	Frames   *Frames   `msgpack:"f,omitempty"`
+	Segments *Segments `msgpack:"s,omitempty"`
+	Audio    *Audio    `msgpack:"a,omitempty"`
+	Words    *Words    `msgpack:"w,omitempty"`
+}
+
+// Kind returns the kind of the field that is set, or "" for an empty chunk.
+func (c Chunk) Kind() Kind {
+	switch {
+	case c.Text != nil:
+		return KindText
+	case c.Frames != nil:
+		return KindFrames
+	case c.Segments != nil:
+		return KindSegments
+	case c.Audio != nil:
+		return KindAudio
+	case c.Words != nil:
+		return KindTimestamps
+	}
+	return ""
+}
+
+// Text is a piece of text.
+type Text struct {
+	Text string `msgpack:"text"`
+}
+
+// Frames are clustergen acoustic frames for one sentence: per 5 ms frame a
+// row of Channels parameters (F0 and mel-cepstra) and a row of StrChannels
+// excitation strengths, both row-major.
+type Frames struct {
+	Voice       string    `msgpack:"voice"`
+	Channels    int       `msgpack:"channels"`
+	Params      []float32 `msgpack:"params"`
+	StrChannels int       `msgpack:"str_channels"`
+	Str         []float32 `msgpack:"str"`
+	// FrameShift is the frame period in seconds.
+	FrameShift float32 `msgpack:"frame_shift"`
+}
+
+// Len returns the number of frames.
+func (f *Frames) Len() int {
+	if f.Channels == 0 {
+		return 0
+	}
+	return len(f.Params) / f.Channels
+}
+
+// Segments are a diphone voice's segments and pitch targets for one sentence.
+type Segments struct {
+	Voice string `msgpack:"voice"`
+	// Names, Ends (seconds) and Cluster (a consonant-cluster bit) describe
+	// each segment, in order.
+	Names   []string  `msgpack:"names"`
+	Ends    []float32 `msgpack:"ends"`
+	Cluster []bool    `msgpack:"cluster"`
+	// TargetPos (seconds) and TargetF0 (Hz) are the pitch targets.
+	TargetPos []float32 `msgpack:"target_pos"`
+	TargetF0  []float32 `msgpack:"target_f0"`
+}
+
+// Audio is 16-bit mono PCM.
+type Audio struct {
+	SampleRate int     `msgpack:"rate"`
+	Samples    []int16 `msgpack:"samples"`
+}
+
+// Words are word timestamps.
+type Words struct {
+	Words []Word `msgpack:"words"`
+}
+
+// Word is one word's place in the audio.
+type Word struct {
+	Word    string `msgpack:"word" json:"word"`
+	StartMs int    `msgpack:"start_ms" json:"start_ms"`
+	EndMs   int    `msgpack:"end_ms" json:"end_ms"`
+}
+
+// SliceSource is a Source over a fixed list of chunks.
+type SliceSource struct {
+	chunks []Chunk
+}
+
+// NewSliceSource returns a Source that yields chunks in order.
+func NewSliceSource(chunks ...Chunk) *SliceSource { return &SliceSource{chunks: chunks} }
+
+// Recv implements Source.
+func (s *SliceSource) Recv(ctx context.Context) (Chunk, error) {
+	if err := ctx.Err(); err != nil {
+		return Chunk{}, err
+	}
+	if len(s.chunks) == 0 {
+		return Chunk{}, io.EOF
+	}
+	c := s.chunks[0]
+	s.chunks = s.chunks[1:]
+	return c, nil
+}
+
+// SliceSink is a Sink that appends to Chunks.
+type SliceSink struct {
+	Chunks []Chunk
+}
+
+// Send implements Sink.
+func (s *SliceSink) Send(ctx context.Context, c Chunk) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.Chunks = append(s.Chunks, c)
+	return nil
+}
+
+// RecvAll reads src to its end.
+func RecvAll(ctx context.Context, src Source) ([]Chunk, error) {
+	var out []Chunk
+	for {
+		c, err := src.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, c)
+	}
+}

@@ -1,0 +1,226 @@
+// Package engine defines the contract between the runtime and the code that
+// computes one stage, and the registry that maps config engine names to
+// constructors.
+//
+// # Lifecycle of a replica
+//
+// The runtime calls a Driver's New once per replica, then Warm once before the
+// replica is reported ready, then Process any number of times (concurrently,
+// up to the stage's in-flight limit), and Close exactly once after the last
+// Process call has returned.
+//
+// # One request
+//
+// Process is given a Job. It reads input chunks from Job.In until Recv returns
+// io.EOF, and writes output chunks with Job.Out.Send. It returns nil when it
+// has written its whole output. The runtime closes the output stream after
+// Process returns; the engine never closes anything it was given.
+//
+// Chunks are handed over by ownership: a chunk passed to Send belongs to the
+// receiver and the sender must not touch it (or the slices inside it)
+// afterwards; a chunk returned by Recv belongs to the engine.
+//
+// # Cancellation
+//
+// When the request is aborted or its client goes away, ctx is cancelled.
+// Recv and Send then return ctx's error promptly; Process must return soon
+// after (an error is fine: it is dropped). Long computations that cannot be
+// interrupted (a C call) are allowed to finish; their output is discarded.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Engine is one running replica of a stage.
+type Engine interface {
+	// Warm prepares the replica for its first request (loading models, a
+	// warm-up utterance). It is called once, before the replica is ready.
+	Warm(ctx context.Context) error
+	// Process runs one request through the stage. It may be called
+	// concurrently from several goroutines.
+	Process(ctx context.Context, job *Job) error
+	// Close releases the replica. No Process call is running when it is called.
+	Close() error
+}
+
+// Preparer is implemented by engines that want a per-request hand-shake
+// before work arrives: on a streamed edge the runtime binds the producer's
+// replica first, then calls Prepare on the receiver with Job.Upstream set, and
+// only then starts the producer.
+type Preparer interface {
+	Prepare(ctx context.Context, job *Job) error
+}
+
+// ParamsChecker is implemented by engines that can reject a request's
+// sampling params before anything runs. The error should be a *ParamError.
+type ParamsChecker interface {
+	CheckParams(params json.RawMessage) error
+}
+
+// Job is one request as seen by one stage.
+type Job struct {
+	// RequestID is the caller's id, for logs only.
+	RequestID string
+	// StageID is the id of the stage being run.
+	StageID int
+	// Params is this stage's entry of the request's sampling_params (JSON
+	// object), or nil for the defaults.
+	Params json.RawMessage
+	// Prompt is the request's original input, for stages that need it beyond
+	// the entry stage (the aligner needs the transcript).
+	Prompt Prompt
+	// Upstream names the replica bound to the producing stage ("" for the
+	// entry stage).
+	Upstream string
+	// In yields the stage's input. The entry stage receives the prompt as one
+	// Text chunk.
+	In Source
+	// Out takes the stage's output.
+	Out Sink
+}
+
+// Prompt is a request's original input.
+type Prompt struct {
+	Text string `msgpack:"text" json:"text"`
+}
+
+// Source is a stream of input chunks.
+type Source interface {
+	// Recv returns the next chunk, io.EOF after the last one, or ctx's error.
+	Recv(ctx context.Context) (Chunk, error)
+}
+
+// Sink takes output chunks in order.
+type Sink interface {
+	// Send hands c to the next stage. It blocks while the receiver's buffer
+	// is full (back-pressure) and returns ctx's error if ctx ends first.
+	Send(ctx context.Context, c Chunk) error
+}
+
+// Options are a stage's engine options from the deploy section.
+type Options map[string]any
+
+// Decode fills dst (a pointer to a struct with json tags) from o, refusing
+// unknown keys.
+func (o Options) Decode(dst any) error {
+	return decodeStrict(o, dst)
+}
+
+// DecodeParams fills dst from a sampling params object, refusing unknown
+// keys. A nil or JSON null params leaves dst untouched.
+func DecodeParams(params json.RawMessage, dst any) error {
+	if len(params) == 0 || string(params) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(params)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return &ParamError{Reason: err.Error()}
+	}
+	return nil
+}
+
+func decodeStrict(v any, dst any) error {
+	if v == nil {
+		return nil
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	return dec.Decode(dst)
+}
+
+// ParamError is a bad per-request parameter: the caller's fault.
+type ParamError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ParamError) Error() string {
+	if e.Field == "" {
+		return "invalid sampling params: " + e.Reason
+	}
+	return fmt.Sprintf("invalid sampling params: %s: %s", e.Field, e.Reason)
+}
+
+// InputError is input an engine refuses (empty text, unknown voice, frames
+// it cannot read): the caller's fault, reported as a 4xx.
+type InputError struct {
+	Reason string
+}
+
+func (e *InputError) Error() string { return "invalid input: " + e.Reason }
+
+// ErrReplicaLost is wrapped by errors that mean the replica itself is gone
+// (its process died, its connection dropped). The runtime marks the replica
+// unhealthy and fails the requests bound to it.
+var ErrReplicaLost = errors.New("replica lost")
+
+// Spec is what a Driver is given to build a replica.
+type Spec struct {
+	StageID int
+	Name    string
+	Input   Kind
+	Output  Kind
+	Options Options
+	// Replica is the replica's index in its pool.
+	Replica int
+}
+
+// Driver builds replicas of one engine.
+type Driver struct {
+	// Check validates a stage's declared kinds and options without starting
+	// anything. It may be nil.
+	Check func(spec Spec) error
+	// New builds one replica.
+	New func(spec Spec) (Engine, error)
+}
+
+// Registry maps engine names to drivers. The zero value is empty and ready.
+type Registry struct {
+	mu      sync.RWMutex
+	drivers map[string]Driver
+}
+
+// Register adds a driver. It panics on a duplicate name: that is a wiring bug.
+func (r *Registry) Register(name string, d Driver) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.drivers == nil {
+		r.drivers = make(map[string]Driver)
+	}
+	if _, dup := r.drivers[name]; dup {
+		panic("engine: duplicate driver " + name)
+	}
+	r.drivers[name] = d
+}
+
+// Lookup returns the driver registered under name.
+func (r *Registry) Lookup(name string) (Driver, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	d, ok := r.drivers[name]
+	return d, ok
+}
+
+// Names lists the registered engine names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.drivers))
+	for n := range r.drivers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
