@@ -1,0 +1,109 @@
+// Package cli implements the omnistage command line: one function per
+// subcommand, each taking its arguments and streams so tests can run it.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Env is what a command runs with.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Getenv reads the environment (os.Getenv in main).
+	Getenv func(string) string
+}
+
+// Exit statuses.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+type command struct {
+	name  string
+	usage string
+	run   func(ctx context.Context, env Env, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{"route", "route [--config F] [--json]   print the resolved route", route},
+	}
+}
+
+// Main runs the command line and returns the process exit status.
+func Main(ctx context.Context, env Env, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(env.Stderr)
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, env, args[1:])
+		}
+	}
+	fmt.Fprintf(env.Stderr, "omnistage: unknown command %q\n", args[0])
+	usage(env.Stderr)
+	return ExitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: omnistage COMMAND [flags]")
+	fmt.Fprintln(w)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  omnistage %s\n", c.usage)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'omnistage COMMAND -h' for a command's flags.")
+}
+
+// newFlags returns a flag set that reports errors to env.Stderr.
+func newFlags(env Env, name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(env.Stderr, "usage: omnistage %s\n\nflags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags that may come before or after positional arguments.
+// When ok is false the command must return status at once (bad flags, or
+// -h printed the usage).
+func parse(fs *flag.FlagSet, args []string) (pos []string, status int, ok bool) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, ExitOK, false
+			}
+			return nil, ExitUsage, false
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, 0, true
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), 0, true
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -1,0 +1,136 @@
+// Package pipeline holds the pipeline and deployment configuration and the
+// validated route that drives everything at run time.
+//
+// Loading follows one order: decode strictly (unknown keys are errors), apply
+// defaults, validate (collecting every error with its file, line and field
+// path), then resolve the route. Only a Config returned without error is used
+// by the runtime.
+package pipeline
+
+import (
+	"time"
+
+	"github.com/omnistage/omnistage/internal/engine"
+)
+
+// Config is one configuration file: a pipeline and how to deploy it.
+type Config struct {
+	// Source names where the configuration came from (a file, "builtin:tts").
+	Source   string
+	Pipeline Pipeline
+	Deploy   Deploy
+	// Route is the resolved route; set by Parse.
+	Route *Route
+}
+
+// Pipeline declares the stages and how requests flow between them.
+type Pipeline struct {
+	Name   string
+	Input  engine.Kind
+	Stages []Stage
+	// Transitions are the explicit [from, to] edges; nil when omitted.
+	Transitions [][2]int
+	Aligner     *Aligner
+
+	transitionLines []int
+}
+
+// Stage is one declared stage.
+type Stage struct {
+	ID          int
+	Name        string
+	Engine      string
+	Input       engine.Kind
+	Output      engine.Kind
+	FinalOutput bool
+
+	line int
+}
+
+// Aligner is the optional forced aligner attached after the route's tail.
+// It gets stage id n (the number of declared stages).
+type Aligner struct {
+	Engine string
+	Name   string
+
+	line int
+}
+
+// Placement says where a stage's replicas run.
+type Placement string
+
+// The placements.
+const (
+	PlacementInproc  Placement = "inproc"
+	PlacementProcess Placement = "process"
+	PlacementRemote  Placement = "remote"
+)
+
+// Deploy says how to run the pipeline.
+type Deploy struct {
+	// MaxInflight bounds the requests admitted at once across the pipeline.
+	MaxInflight int
+	// StreamBuffer is the number of chunks buffered on each streamed edge of
+	// a request: the bound that makes a slow consumer slow its producer.
+	StreamBuffer int
+	// AbortTimeout bounds how long an abort waits for a request's stages to
+	// drain before the request is marked abort_failed.
+	AbortTimeout time.Duration
+	// Stages holds one entry per stage id (and the aligner's id), defaults
+	// filled in for stages the file does not mention.
+	Stages []DeployStage
+}
+
+// DeployStage is the deployment of one stage.
+type DeployStage struct {
+	ID        int
+	Replicas  int
+	Placement Placement
+	Endpoints []string
+	Options   engine.Options
+	// MaxQueue bounds the requests waiting for a replica of this stage.
+	MaxQueue int
+	// MaxInflight bounds the requests one replica runs at once.
+	MaxInflight int
+
+	line int
+}
+
+// Defaults.
+const (
+	DefaultMaxInflight      = 64
+	DefaultStreamBuffer     = 8
+	DefaultAbortTimeout     = 10 * time.Second
+	DefaultReplicas         = 1
+	DefaultStageMaxQueue    = 64
+	DefaultStageMaxInflight = 2
+)
+
+// NumStages returns the number of declared stages (the aligner's id).
+func (p *Pipeline) NumStages() int { return len(p.Stages) }
+
+// StageName returns the name of stage id, the aligner included.
+func (c *Config) StageName(id int) string {
+	if id >= 0 && id < len(c.Pipeline.Stages) {
+		return c.Pipeline.Stages[id].Name
+	}
+	if c.Pipeline.Aligner != nil && id == len(c.Pipeline.Stages) {
+		return c.Pipeline.Aligner.Name
+	}
+	return ""
+}
+
+// StageSpec returns what an engine driver needs to build a replica of stage
+// id (the aligner included).
+func (c *Config) StageSpec(id, replica int) (engineName string, spec engine.Spec) {
+	d := c.Deploy.Stages[id]
+	spec = engine.Spec{StageID: id, Options: d.Options, Replica: replica}
+	if id < len(c.Pipeline.Stages) {
+		s := c.Pipeline.Stages[id]
+		spec.Name, spec.Input, spec.Output = s.Name, s.Input, s.Output
+		return s.Engine, spec
+	}
+	a := c.Pipeline.Aligner
+	spec.Name, spec.Input, spec.Output = a.Name, engine.KindAudio, engine.KindTimestamps
+	return a.Engine, spec
+}

@@ -1,0 +1,333 @@
+package pipeline
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/omnistage/omnistage/internal/engine"
+)
+
+// Engines names the engines a configuration may use, besides test engines
+// whose names start with "test-".
+var Engines = []string{"flite-talker", "flite-vocoder", "audio-enhance", "sphinx-aligner", "remote"}
+
+// TestEnginePrefix starts the names of engines that exist only for testing
+// the runtime.
+const TestEnginePrefix = "test-"
+
+// DefaultBuiltin is the pipeline served when no configuration is given.
+const DefaultBuiltin = "tts"
+
+//go:embed builtin/*.yaml
+var builtinFS embed.FS
+
+// Builtins lists the names of the embedded pipelines.
+func Builtins() []string {
+	entries, _ := builtinFS.ReadDir("builtin")
+	var names []string
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), ".yaml"))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// BuiltinYAML returns the text of an embedded pipeline.
+func BuiltinYAML(name string) ([]byte, error) {
+	data, err := builtinFS.ReadFile("builtin/" + name + ".yaml")
+	if err != nil {
+		return nil, fmt.Errorf("no built-in pipeline %q (built-ins: %s)", name, strings.Join(Builtins(), ", "))
+	}
+	return data, nil
+}
+
+// Builtin parses an embedded pipeline.
+func Builtin(name string) (*Config, error) {
+	data, err := BuiltinYAML(name)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, "builtin:"+name)
+}
+
+// Load reads and parses a configuration. A ref of the form "builtin:NAME"
+// names an embedded pipeline.
+func Load(ref string) (*Config, error) {
+	if name, ok := strings.CutPrefix(ref, "builtin:"); ok {
+		return Builtin(name)
+	}
+	data, err := os.ReadFile(ref)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, ref)
+}
+
+// Parse decodes, defaults and validates a configuration and resolves its
+// route. The error, if any, is an Errors listing every problem found.
+func Parse(data []byte, source string) (*Config, error) {
+	errs := &errList{file: source}
+	c := &Config{Source: source}
+
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			errs.add(0, "", "empty configuration")
+		} else {
+			errs.add(0, "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		return nil, errs.err()
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		errs.add(extra.Line, "", "only one YAML document is allowed")
+	}
+	(&decoder{errs: errs}).config(&doc, c)
+	if len(errs.errs) == 0 || c.Pipeline.Stages != nil {
+		validate(c, errs)
+	}
+	if err := errs.err(); err != nil {
+		sortErrors(errs.errs)
+		return nil, err
+	}
+	return c, nil
+}
+
+func sortErrors(es Errors) {
+	sort.SliceStable(es, func(i, j int) bool {
+		li, lj := es[i].Line, es[j].Line
+		if li == 0 || lj == 0 {
+			return false
+		}
+		return li < lj
+	})
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// validate applies defaults and checks everything the decoder could not.
+func validate(c *Config, errs *errList) {
+	p := &c.Pipeline
+	if p.Name == "" {
+		errs.add(0, "pipeline.name", "missing: give the pipeline a name")
+	} else if !nameRE.MatchString(p.Name) {
+		errs.add(0, "pipeline.name", "%q must be letters, digits, '.', '_' or '-'", p.Name)
+	}
+	if p.Input == "" {
+		errs.add(0, "pipeline.input", "missing: the kind of input a request carries (%s)", kindList())
+	}
+	if len(p.Stages) == 0 {
+		errs.add(0, "pipeline.stages", "missing: a pipeline needs at least one stage")
+		return
+	}
+	stagesOK := true
+	names := map[string]int{}
+	for i := range p.Stages {
+		s := &p.Stages[i]
+		path := index("pipeline.stages", i)
+		switch {
+		case s.ID == noID:
+			stagesOK = false
+		case s.ID != i:
+			errs.add(s.line, path+".id", "stage ids must be 0..%d in order: got %d at position %d, want %d", len(p.Stages)-1, s.ID, i, i)
+			stagesOK = false
+		}
+		if s.Name == "" {
+			errs.add(s.line, path+".name", "missing: every stage needs a name")
+		} else if j, dup := names[s.Name]; dup {
+			errs.add(s.line, path+".name", "duplicate stage name %q (also stage %d)", s.Name, j)
+		} else {
+			names[s.Name] = i
+		}
+		checkEngine(errs, s.line, path+".engine", s.Engine)
+		if s.Input == "" {
+			errs.add(s.line, path+".input", "missing: the kind this stage takes (%s)", kindList())
+		}
+		if s.Output == "" {
+			errs.add(s.line, path+".output", "missing: the kind this stage produces (%s)", kindList())
+		}
+	}
+	if a := p.Aligner; a != nil {
+		checkEngine(errs, a.line, "pipeline.aligner.engine", a.Engine)
+		if a.Name == "" {
+			a.Name = "aligner"
+		}
+		if _, dup := names[a.Name]; dup {
+			errs.add(a.line, "pipeline.aligner.name", "duplicate stage name %q", a.Name)
+		}
+	}
+	if stagesOK {
+		c.Route = resolveRoute(p, errs)
+	}
+	validateDeploy(c, errs)
+}
+
+func checkEngine(errs *errList, line int, path, name string) {
+	switch {
+	case name == "":
+		errs.add(line, path, "missing: one of %s, or a test engine (%s*)", strings.Join(Engines, ", "), TestEnginePrefix)
+	case !slices.Contains(Engines, name) && !(strings.HasPrefix(name, TestEnginePrefix) && len(name) > len(TestEnginePrefix)):
+		errs.add(line, path, "unknown engine %q (engines: %s, or a test engine %s*)", name, strings.Join(Engines, ", "), TestEnginePrefix)
+	}
+}
+
+func validateDeploy(c *Config, errs *errList) {
+	d := &c.Deploy
+	positive := func(v *int, def int, path string) {
+		switch {
+		case *v == 0:
+			*v = def
+		case *v < 0:
+			errs.add(0, path, "must be at least 1, got %d", *v)
+		}
+	}
+	positive(&d.MaxInflight, DefaultMaxInflight, "deploy.max_inflight")
+	positive(&d.StreamBuffer, DefaultStreamBuffer, "deploy.stream_buffer")
+	if d.AbortTimeout == 0 {
+		d.AbortTimeout = DefaultAbortTimeout
+	}
+
+	n := len(c.Pipeline.Stages)
+	total := n
+	if c.Pipeline.Aligner != nil {
+		total++
+	}
+	byID := make([]*DeployStage, total)
+	for i := range d.Stages {
+		s := &d.Stages[i]
+		path := index("deploy.stages", i)
+		switch {
+		case s.ID == noID:
+			continue
+		case s.ID < 0 || s.ID >= total:
+			errs.add(s.line, path+".id", "no stage %d (%s)", s.ID, idRange(n, c.Pipeline.Aligner != nil))
+			continue
+		case byID[s.ID] != nil:
+			errs.add(s.line, path+".id", "stage %d is deployed twice", s.ID)
+			continue
+		}
+		byID[s.ID] = s
+		validateDeployStage(s, path, engineOf(&c.Pipeline, s.ID), errs)
+	}
+	full := make([]DeployStage, total)
+	for id := range total {
+		if byID[id] != nil {
+			full[id] = *byID[id]
+			continue
+		}
+		full[id] = DeployStage{ID: id}
+		validateDeployStage(&full[id], fmt.Sprintf("deploy.stages (stage %d)", id), engineOf(&c.Pipeline, id), errs)
+	}
+	d.Stages = full
+}
+
+// engineOf returns the engine of stage id, the aligner included.
+func engineOf(p *Pipeline, id int) string {
+	if id < len(p.Stages) {
+		return p.Stages[id].Engine
+	}
+	return p.Aligner.Engine
+}
+
+func idRange(n int, aligner bool) string {
+	if aligner {
+		return fmt.Sprintf("stage ids are 0..%d; %d is the aligner", n-1, n)
+	}
+	return fmt.Sprintf("stage ids are 0..%d", n-1)
+}
+
+func validateDeployStage(s *DeployStage, path, engineName string, errs *errList) {
+	if s.Placement == "" {
+		s.Placement = PlacementInproc
+		if engineName == "remote" {
+			s.Placement = PlacementRemote
+		}
+	}
+	switch s.Placement {
+	case PlacementInproc, PlacementProcess:
+		if engineName == "remote" {
+			errs.add(s.line, path+".placement", "engine remote runs only with placement remote, got %s", s.Placement)
+		}
+		if s.Endpoints != nil {
+			errs.add(s.line, path+".endpoints", "endpoints are only for placement remote (placement is %s)", s.Placement)
+		}
+	case PlacementRemote:
+		if len(s.Endpoints) == 0 {
+			errs.add(s.line, path+".endpoints", "missing: placement remote needs at least one endpoint URL")
+		}
+		for i, e := range s.Endpoints {
+			u, err := url.Parse(e)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				errs.add(s.line, index(path+".endpoints", i), "%q is not an http:// or https:// URL", e)
+			}
+		}
+		if s.Replicas != 0 && s.Replicas != len(s.Endpoints) {
+			errs.add(s.line, path+".replicas", "placement remote has one replica per endpoint: %d endpoints but replicas is %d", len(s.Endpoints), s.Replicas)
+		}
+		if len(s.Endpoints) > 0 {
+			s.Replicas = len(s.Endpoints)
+		}
+	default:
+		errs.add(s.line, path+".placement", "unknown placement %q (placements: inproc, process, remote)", s.Placement)
+	}
+	switch {
+	case s.Replicas == 0:
+		s.Replicas = DefaultReplicas
+	case s.Replicas < 0 || s.Replicas > 64:
+		errs.add(s.line, path+".replicas", "must be 1..64, got %d", s.Replicas)
+	}
+	switch {
+	case s.MaxQueue == 0:
+		s.MaxQueue = DefaultStageMaxQueue
+	case s.MaxQueue < 0:
+		errs.add(s.line, path+".max_queue", "must be at least 1, got %d", s.MaxQueue)
+	}
+	switch {
+	case s.MaxInflight == 0:
+		s.MaxInflight = DefaultStageMaxInflight
+	case s.MaxInflight < 0:
+		errs.add(s.line, path+".max_inflight", "must be at least 1, got %d", s.MaxInflight)
+	}
+}
+
+// Digest identifies the pipeline and its route: two servers agree on a
+// payload only when their digests match.
+func (c *Config) Digest() [32]byte {
+	type stage struct {
+		ID                    int
+		Name, Engine, In, Out string
+		Final                 bool
+	}
+	v := struct {
+		Name    string
+		Input   engine.Kind
+		Stages  []stage
+		Chain   []int
+		Aligner string
+	}{Name: c.Pipeline.Name, Input: c.Pipeline.Input}
+	for _, s := range c.Pipeline.Stages {
+		v.Stages = append(v.Stages, stage{s.ID, s.Name, s.Engine, string(s.Input), string(s.Output), s.FinalOutput})
+	}
+	if c.Route != nil {
+		v.Chain = c.Route.chain
+	}
+	if a := c.Pipeline.Aligner; a != nil {
+		v.Aligner = a.Engine
+	}
+	data, _ := json.Marshal(v)
+	return sha256.Sum256(data)
+}
