@@ -235,6 +235,9 @@ func (d *decoder) pipeline(n *yaml.Node, path string, p *Pipeline) {
 				return // "stage_transitions:" with no value is the same as omitting it
 			}
 			p.Transitions = [][2]int{}
+			if n.Kind != yaml.SequenceNode {
+				p.Transitions = append(p.Transitions, [2]int{noID, noID})
+			}
 			d.sequence(n, path, func(n *yaml.Node, path string) {
 				if n.Kind != yaml.SequenceNode || len(n.Content) != 2 {
 					d.errs.add(n.Line, path, "must be a [from, to] pair of stage ids, got %s", describeSeq(n))

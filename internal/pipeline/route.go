@@ -222,10 +222,12 @@ func resolveRoute(p *Pipeline, errs *errList) *Route {
 		var valid []edge
 		seen := map[[2]int]int{}
 		before := len(errs.errs)
+		undecodable := false
 		for i, e := range p.Transitions {
 			path, line := index(tpath, i), edgeLine(i)
 			if e[0] == noID || e[1] == noID {
-				continue // already reported while decoding
+				undecodable = true // already reported while decoding
+				continue
 			}
 			bad := false
 			for _, id := range e {
@@ -293,7 +295,7 @@ func resolveRoute(p *Pipeline, errs *errList) *Route {
 				errs.add(edgeLine(e.at), index(tpath, e.at), "transition [%d, %d] is unreachable from stage 0 (the route is %s)", e.from, e.to, chainString(chain))
 			}
 		}
-		if len(errs.errs) > before {
+		if len(errs.errs) > before || undecodable {
 			chain = nil
 		}
 	}
