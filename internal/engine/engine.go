@@ -16,9 +16,11 @@
 // has written its whole output. The runtime closes the output stream after
 // Process returns; the engine never closes anything it was given.
 //
-// Chunks are handed over by ownership: a chunk passed to Send belongs to the
-// receiver and the sender must not touch it (or the slices inside it)
-// afterwards; a chunk returned by Recv belongs to the engine.
+// Chunks are immutable once sent: a chunk passed to Send (and the slices
+// inside it) must not be modified afterwards by anyone. The runtime may hand
+// the same chunk to several readers (the next stage and the caller, when
+// both want a stage's output), so an engine treats the chunks it receives as
+// read-only and writes its results into new slices.
 //
 // # Cancellation
 //
