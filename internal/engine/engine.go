@@ -60,6 +60,14 @@ type Preparer interface {
 	Prepare(ctx context.Context, job *Job) error
 }
 
+// Watcher is implemented by engines whose replica can be lost between calls
+// (a worker process that exits, a remote host that goes away). Lost returns
+// a channel that is closed when the replica is gone for good; the runtime
+// then fails the requests bound to it and sends it no more.
+type Watcher interface {
+	Lost() <-chan struct{}
+}
+
 // ParamsChecker is implemented by engines that can reject a request's
 // sampling params before anything runs. The error should be a *ParamError.
 type ParamsChecker interface {

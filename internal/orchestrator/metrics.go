@@ -1,0 +1,82 @@
+package orchestrator
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/omnistage/omnistage/internal/stage"
+)
+
+type metrics struct {
+	requests    *prometheus.CounterVec
+	inflight    prometheus.Gauge
+	stageTime   *prometheus.HistogramVec
+	lateDropped prometheus.Counter
+	aborts      *prometheus.CounterVec
+	abortDrain  prometheus.Histogram
+	collectors  []prometheus.Collector
+}
+
+func newMetrics(reg prometheus.Registerer, pools []*stage.Pool) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "omnistage_requests_total",
+			Help: "Requests that ended, by outcome (ok, or an error code).",
+		}, []string{"outcome"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "omnistage_requests_inflight",
+			Help: "Requests admitted and not yet ended (draining ones included).",
+		}),
+		stageTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "omnistage_stage_duration_seconds",
+			Help:    "Time one stage spent on one request.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
+		}, []string{"stage"}),
+		lateDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "omnistage_late_events_dropped_total",
+			Help: "Outputs of ended or cancelled requests that were dropped instead of delivered.",
+		}),
+		aborts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "omnistage_aborts_total",
+			Help: "Aborts by result: drained, or abort_failed when the drain outlasted the timeout.",
+		}, []string{"result"}),
+		abortDrain: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "omnistage_abort_drain_seconds",
+			Help:    "Time from an abort to the end of its request's drain.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 3, 12),
+		}),
+	}
+	m.collectors = []prometheus.Collector{m.requests, m.inflight, m.stageTime, m.lateDropped, m.aborts, m.abortDrain}
+	for _, p := range pools {
+		labels := prometheus.Labels{"stage": strconv.Itoa(p.Stage)}
+		m.collectors = append(m.collectors,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "omnistage_stage_queue_depth", Help: "Requests waiting for a replica of the stage.", ConstLabels: labels,
+			}, func() float64 { return float64(p.Stats().Queued) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "omnistage_stage_bindings", Help: "Requests bound to a replica of the stage.", ConstLabels: labels,
+			}, func() float64 { return float64(p.Stats().Bindings) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "omnistage_stage_healthy_replicas", Help: "Replicas of the stage in service.", ConstLabels: labels,
+			}, func() float64 { return float64(p.Stats().Healthy) }),
+		)
+	}
+	if reg != nil {
+		for _, c := range m.collectors {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) unregister(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	for _, c := range m.collectors {
+		reg.Unregister(c)
+	}
+}

@@ -1,0 +1,502 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/stage"
+)
+
+// Request is what a caller submits.
+type Request struct {
+	// ID is the caller's request id; empty means generate one.
+	ID string
+	// Prompt is the input the route's entry stage takes.
+	Prompt engine.Prompt
+	// Modalities selects the outputs; empty means the route tail's type.
+	Modalities []string
+	// Params holds per-stage sampling params indexed by stage id (the
+	// aligner's at the pipeline's stage count); nil entries mean defaults.
+	Params []json.RawMessage
+}
+
+// Output is one chunk of a selected output.
+type Output struct {
+	Stage int
+	Kind  engine.Kind
+	Chunk engine.Chunk
+	// Final is true for the final stage's output, false for the
+	// intermediate outputs the request also selected.
+	Final bool
+}
+
+// State is where an admitted request is in its life.
+type State int32
+
+// The states of an admitted request.
+const (
+	StateActive      State = iota // running
+	StateAborting                 // aborted, its stages draining
+	StateAbortFailed              // the abort outlasted its timeout; the id stays held until the drain ends
+)
+
+func (s State) String() string {
+	switch s {
+	case StateActive:
+		return "active"
+	case StateAborting:
+		return "aborting"
+	case StateAbortFailed:
+		return "abort_failed"
+	}
+	return "unknown"
+}
+
+// MaxIDLen bounds caller-supplied request ids.
+const MaxIDLen = 128
+
+type binding struct {
+	pool    *stage.Pool
+	replica *stage.Replica
+	job     engine.Job
+}
+
+// request is one admitted request. Its fields are set before its tasks start
+// and read-only afterwards, except where noted.
+type request struct {
+	o      *Orchestrator
+	id     string
+	sel    *pipeline.Selection
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	bindings     []binding
+	out          chan Output
+	tasks        sync.WaitGroup
+	state        atomic.Int32
+	stopOnClient func() bool
+
+	abortedAt atomic.Int64  // unix nanos of the first abort, for the drain-time metric
+	done      chan struct{} // closed when the request has fully ended
+	err       error         // the outcome; written before done closes
+}
+
+// ReplicaLost implements stage.Holder: a bound replica is gone, so the
+// request fails with an error naming it.
+func (rq *request) ReplicaLost(r *stage.Replica, cause error) {
+	rq.cancel(&ReplicaLostError{Stage: r.Stage, Name: rq.o.cfg.StageName(r.Stage), Replica: r.ID, Err: cause})
+}
+
+// Submit admits a request and starts it. It returns once the request is
+// bound to a replica of every stage it needs (waiting in a stage's queue if
+// all its replicas are busy) and its stages are running. Cancelling ctx at
+// any time aborts the request. The caller reads the Stream to its end, or
+// calls Stream.Close.
+func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error) {
+	if !o.ready.Load() {
+		return nil, newError(CodeUnavailable, "pipeline %s is not ready", o.cfg.Pipeline.Name)
+	}
+	sel, err := o.route.Select(req.Modalities)
+	if err != nil {
+		return nil, err
+	}
+	if err := sel.CheckParams(len(req.Params)); err != nil {
+		return nil, err
+	}
+	for _, id := range sel.Stages {
+		if c, ok := o.pools[id].Replicas()[0].Engine.(engine.ParamsChecker); ok {
+			if err := c.CheckParams(paramAt(req.Params, id)); err != nil {
+				return nil, fmt.Errorf("stage %d (%s): %w", id, o.cfg.StageName(id), err)
+			}
+		}
+	}
+	id := req.ID
+	if id == "" {
+		id = o.newID()
+	} else if err := checkID(id); err != nil {
+		return nil, err
+	}
+
+	rq := &request{o: o, id: id, sel: sel, out: make(chan Output, o.cfg.Deploy.StreamBuffer), done: make(chan struct{})}
+	if err := o.admit(rq); err != nil {
+		return nil, err
+	}
+	rq.ctx, rq.cancel = context.WithCancelCause(context.Background())
+	rq.stopOnClient = context.AfterFunc(ctx, func() {
+		cause := errClientGone
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cause = &Error{Code: CodeDeadline, Msg: "request deadline exceeded", Err: ctx.Err()}
+		}
+		rq.abort(cause)
+	})
+
+	if err := rq.bind(req); err != nil {
+		rq.cancel(err)
+		rq.finish()
+		return nil, rq.err
+	}
+	rq.start()
+	return &Stream{rq: rq}, nil
+}
+
+func paramAt(params []json.RawMessage, id int) json.RawMessage {
+	if id < len(params) {
+		return params[id]
+	}
+	return nil
+}
+
+func checkID(id string) error {
+	if len(id) > MaxIDLen {
+		return newError(CodeBadRequest, "request id is %d bytes long; the limit is %d", len(id), MaxIDLen)
+	}
+	for _, r := range id {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return newError(CodeBadRequest, "request id %q may hold only printable characters without spaces", id)
+		}
+	}
+	return nil
+}
+
+func (o *Orchestrator) newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("req-%s-%d", hex.EncodeToString(b[:]), o.nextID.Add(1))
+}
+
+// admit registers rq's id and counts it against the in-flight limit.
+func (o *Orchestrator) admit(rq *request) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	select {
+	case <-o.closing:
+		return errShutdown
+	default:
+	}
+	if old, ok := o.active[rq.id]; ok {
+		return newError(CodeConflict, "request id %q is still in use (%s); reuse it once that request has ended", rq.id, State(old.state.Load()))
+	}
+	if o.inflight >= o.cfg.Deploy.MaxInflight {
+		o.metrics.requests.WithLabelValues(string(CodeOverloaded)).Inc()
+		return newError(CodeOverloaded, "server busy: %d requests in flight, the limit is %d; retry later", o.inflight, o.cfg.Deploy.MaxInflight)
+	}
+	o.active[rq.id] = rq
+	o.inflight++
+	o.metrics.inflight.Set(float64(o.inflight))
+	return nil
+}
+
+// bind binds rq to a replica of every stage on its route prefix, in route
+// order, preparing each receiver after its producer is bound.
+func (rq *request) bind(req Request) error {
+	o := rq.o
+	rq.bindings = make([]binding, 0, len(rq.sel.Stages))
+	for i, id := range rq.sel.Stages {
+		pool := o.pools[id]
+		r, err := pool.Acquire(rq.ctx, rq)
+		if err != nil {
+			return rq.bindError(id, err)
+		}
+		b := binding{pool: pool, replica: r, job: engine.Job{
+			RequestID: rq.id, StageID: id, Params: paramAt(req.Params, id), Prompt: req.Prompt,
+		}}
+		rq.bindings = append(rq.bindings, b)
+		if i > 0 {
+			bb := &rq.bindings[i]
+			bb.job.Upstream = rq.bindings[i-1].replica.ID
+			if p, ok := r.Engine.(engine.Preparer); ok {
+				if err := p.Prepare(rq.ctx, &bb.job); err != nil {
+					if cause := context.Cause(rq.ctx); cause != nil {
+						return cause
+					}
+					return &StageError{Stage: id, Name: pool.Name, Replica: r.ID, Err: err}
+				}
+			}
+		}
+		if cause := context.Cause(rq.ctx); cause != nil {
+			return cause
+		}
+	}
+	return nil
+}
+
+func (rq *request) bindError(id int, err error) error {
+	name := rq.o.cfg.StageName(id)
+	switch {
+	case errors.Is(err, stage.ErrQueueFull):
+		return &Error{Code: CodeOverloaded, Msg: fmt.Sprintf("stage %d (%s) is busy: its queue is full; retry later", id, name)}
+	case errors.Is(err, stage.ErrNoReplica):
+		return &Error{Code: CodeUnavailable, Msg: fmt.Sprintf("stage %d (%s) has no healthy replica", id, name)}
+	case errors.Is(err, stage.ErrClosed):
+		return errShutdown
+	}
+	if cause := context.Cause(rq.ctx); cause != nil {
+		return cause
+	}
+	return err
+}
+
+// start runs one task per bound stage, joined by bounded channels, and a
+// supervisor that ends the request when they have all returned.
+func (rq *request) start() {
+	n := len(rq.bindings)
+	var in engine.Source = engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: rq.bindings[0].job.Prompt.Text}})
+	rq.tasks.Add(n)
+	for i := range rq.bindings {
+		b := &rq.bindings[i]
+		sink := &stageSink{rq: rq, stage: b.job.StageID, final: b.job.StageID == rq.sel.Final}
+		sink.selected, sink.kind = rq.selected(b.job.StageID)
+		var next *chanSource
+		if i < n-1 {
+			sink.down = make(chan engine.Chunk, rq.o.cfg.Deploy.StreamBuffer)
+			next = &chanSource{ch: sink.down}
+		}
+		b.job.In, b.job.Out = in, sink
+		go rq.runStage(b, sink)
+		if next != nil {
+			in = next
+		}
+	}
+	go func() {
+		rq.tasks.Wait()
+		rq.finish()
+	}()
+}
+
+func (rq *request) selected(id int) (bool, engine.Kind) {
+	for _, out := range rq.sel.Outputs {
+		if out.Stage == id {
+			return true, out.Kind
+		}
+	}
+	return false, ""
+}
+
+func (rq *request) runStage(b *binding, sink *stageSink) {
+	defer rq.tasks.Done()
+	start := time.Now()
+	err := b.replica.Engine.Process(rq.ctx, &b.job)
+	rq.o.metrics.stageTime.WithLabelValues(fmt.Sprint(b.job.StageID)).Observe(time.Since(start).Seconds())
+	if sink.down != nil {
+		close(sink.down)
+	}
+	if err != nil {
+		if errors.Is(err, engine.ErrReplicaLost) {
+			rq.o.markLost(b.pool, b.replica, err)
+		}
+		if rq.ctx.Err() == nil {
+			rq.cancel(&StageError{Stage: b.job.StageID, Name: b.pool.Name, Replica: b.replica.ID, Err: err})
+		}
+		return
+	}
+	// An engine may finish without reading all its input; drain it so the
+	// producer is not left blocked on a full buffer.
+	if src, ok := b.job.In.(*chanSource); ok {
+		for {
+			if _, err := src.Recv(rq.ctx); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// finish ends the request: releases its bindings, frees its id and closes
+// its stream. It runs once, after every stage task has returned.
+func (rq *request) finish() {
+	o := rq.o
+	cause := context.Cause(rq.ctx)
+	rq.cancel(context.Canceled)
+	rq.stopOnClient()
+	for _, b := range rq.bindings {
+		b.pool.Release(b.replica, rq)
+	}
+	rq.err = cause
+	outcome := "ok"
+	if cause != nil {
+		outcome = string(CodeOf(cause))
+	}
+	o.metrics.requests.WithLabelValues(outcome).Inc()
+	if t := rq.abortedAt.Load(); t != 0 {
+		o.metrics.abortDrain.Observe(time.Since(time.Unix(0, t)).Seconds())
+	}
+
+	o.mu.Lock()
+	delete(o.active, rq.id)
+	o.inflight--
+	o.metrics.inflight.Set(float64(o.inflight))
+	if o.inflight == 0 && o.idle != nil {
+		close(o.idle)
+		o.idle = nil
+	}
+	o.mu.Unlock()
+	close(rq.out)
+	close(rq.done)
+}
+
+// abort cancels the request with cause and marks it draining. Only the first
+// cause counts.
+func (rq *request) abort(cause error) {
+	if rq.state.CompareAndSwap(int32(StateActive), int32(StateAborting)) {
+		rq.abortedAt.Store(time.Now().UnixNano())
+	}
+	rq.cancel(cause)
+}
+
+// Abort aborts the request with the given id and waits for its stages to
+// drain. A second Abort of the same request joins the first. If the drain
+// outlasts the deployment's abort timeout, the request is left in the
+// abort_failed state, holding its id until the drain ends, and Abort returns
+// an error with code abort_failed.
+func (o *Orchestrator) Abort(ctx context.Context, id string) error {
+	o.mu.Lock()
+	rq := o.active[id]
+	o.mu.Unlock()
+	if rq == nil {
+		return newError(CodeNotFound, "no active request with id %q", id)
+	}
+	rq.abort(errAborted)
+	timer := time.NewTimer(o.cfg.Deploy.AbortTimeout)
+	defer timer.Stop()
+	select {
+	case <-rq.done:
+		o.metrics.aborts.WithLabelValues("drained").Inc()
+		return nil
+	case <-timer.C:
+		rq.state.Store(int32(StateAbortFailed))
+		o.metrics.aborts.WithLabelValues(string(CodeAbortFailed)).Inc()
+		o.log.Warn("abort did not drain in time", "request_id", id, "timeout", o.cfg.Deploy.AbortTimeout)
+		return newError(CodeAbortFailed, "request %q did not drain within %s; its id stays in use until it does", id, o.cfg.Deploy.AbortTimeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Lookup returns the state of an active or draining request.
+func (o *Orchestrator) Lookup(id string) (State, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	rq, ok := o.active[id]
+	if !ok {
+		return 0, false
+	}
+	return State(rq.state.Load()), true
+}
+
+// chanSource is a stage's input: its producer's bounded channel.
+type chanSource struct {
+	ch chan engine.Chunk
+}
+
+// Recv implements engine.Source.
+func (s *chanSource) Recv(ctx context.Context) (engine.Chunk, error) {
+	select {
+	case c, ok := <-s.ch:
+		if !ok {
+			return engine.Chunk{}, io.EOF
+		}
+		return c, nil
+	case <-ctx.Done():
+		return engine.Chunk{}, ctx.Err()
+	}
+}
+
+// stageSink is a stage's output: the next stage's bounded channel and, when
+// the request selected this stage's output, the request's output stream.
+type stageSink struct {
+	rq       *request
+	stage    int
+	kind     engine.Kind
+	down     chan engine.Chunk
+	selected bool
+	final    bool
+}
+
+// Send implements engine.Sink.
+func (s *stageSink) Send(ctx context.Context, c engine.Chunk) error {
+	if err := ctx.Err(); err != nil {
+		s.rq.o.metrics.lateDropped.Inc()
+		return err
+	}
+	if s.down != nil {
+		select {
+		case s.down <- c:
+		case <-ctx.Done():
+			s.rq.o.metrics.lateDropped.Inc()
+			return ctx.Err()
+		}
+	}
+	if s.selected {
+		select {
+		case s.rq.out <- Output{Stage: s.stage, Kind: s.kind, Chunk: c, Final: s.final}:
+		case <-ctx.Done():
+			s.rq.o.metrics.lateDropped.Inc()
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Stream is the outputs of one request, in the order its stages produced
+// them.
+type Stream struct {
+	rq *request
+}
+
+// ID returns the request's id.
+func (s *Stream) ID() string { return s.rq.id }
+
+// Selection returns what the request runs and returns.
+func (s *Stream) Selection() *pipeline.Selection { return s.rq.sel }
+
+// Recv returns the next output. It returns io.EOF once every selected output
+// is complete and the request has fully ended (bindings released, id free),
+// or the request's error if it failed or was aborted.
+func (s *Stream) Recv(ctx context.Context) (Output, error) {
+	select {
+	case out, ok := <-s.rq.out:
+		if ok {
+			return out, nil
+		}
+		if s.rq.err != nil {
+			return Output{}, s.rq.err
+		}
+		return Output{}, io.EOF
+	case <-ctx.Done():
+		return Output{}, ctx.Err()
+	}
+}
+
+// Done is closed when the request has fully ended.
+func (s *Stream) Done() <-chan struct{} { return s.rq.done }
+
+// Err returns the request's outcome once Done is closed: nil on success.
+func (s *Stream) Err() error {
+	<-s.rq.done
+	return s.rq.err
+}
+
+// Close aborts the request if it is still running and waits for it to end.
+// It is safe to call after the stream ended and more than once.
+func (s *Stream) Close() {
+	select {
+	case <-s.rq.done:
+		return
+	default:
+	}
+	s.rq.abort(errClientGone)
+	// Nobody reads the stream any more: drain it so stages are not blocked.
+	for range s.rq.out {
+		s.rq.o.metrics.lateDropped.Inc()
+	}
+}

@@ -1,0 +1,265 @@
+// Package stage holds the replica pools of a pipeline's stages and the
+// bindings that pin a request to one replica per stage.
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/omnistage/omnistage/internal/engine"
+)
+
+// ErrQueueFull is returned when every replica is busy and the stage's wait
+// queue is full: the request is refused at once.
+var ErrQueueFull = errors.New("queue full")
+
+// ErrNoReplica is returned when a stage has no healthy replica left.
+var ErrNoReplica = errors.New("no healthy replica")
+
+// ErrClosed is returned by a pool that is shutting down.
+var ErrClosed = errors.New("pool closed")
+
+// Replica is one running instance of a stage's engine.
+type Replica struct {
+	// ID names the replica in errors and metrics: "vocoder/0".
+	ID     string
+	Stage  int
+	Index  int
+	Engine engine.Engine
+
+	pool *Pool
+	// Guarded by pool.mu.
+	load    int
+	lost    bool
+	lostErr error
+	bound   map[Holder]struct{}
+}
+
+// Holder is what a binding is held by: a request that must hear when its
+// replica is lost.
+type Holder interface {
+	// ReplicaLost is called, without locks held, when a replica the holder
+	// is bound to is lost. It must not block.
+	ReplicaLost(r *Replica, err error)
+}
+
+// Pool is the replicas of one stage, with a bounded queue of requests
+// waiting for a free replica.
+type Pool struct {
+	Stage int
+	Name  string
+
+	mu          sync.Mutex
+	replicas    []*Replica
+	maxInflight int
+	maxQueue    int
+	waiters     []*waiter
+	closed      bool
+}
+
+type waiter struct {
+	holder Holder
+	ch     chan grant // buffered, capacity 1
+}
+
+type grant struct {
+	r   *Replica
+	err error
+}
+
+// NewPool returns a pool over engines, one replica each. maxInflight bounds
+// the requests bound to one replica at once; maxQueue bounds the requests
+// waiting for a replica.
+func NewPool(stageID int, name string, engines []engine.Engine, maxInflight, maxQueue int) *Pool {
+	p := &Pool{Stage: stageID, Name: name, maxInflight: max(maxInflight, 1), maxQueue: max(maxQueue, 0)}
+	for i, e := range engines {
+		p.replicas = append(p.replicas, &Replica{
+			ID: fmt.Sprintf("%s/%d", name, i), Stage: stageID, Index: i, Engine: e,
+			pool: p, bound: map[Holder]struct{}{},
+		})
+	}
+	return p
+}
+
+// Replicas returns the pool's replicas.
+func (p *Pool) Replicas() []*Replica { return p.replicas }
+
+// Acquire binds h to the least-loaded healthy replica with a free slot,
+// waiting in the stage's queue if all are busy. It fails at once with
+// ErrQueueFull when the queue is full and with ErrNoReplica when no replica
+// is healthy; it returns ctx's error if ctx ends while waiting.
+func (p *Pool) Acquire(ctx context.Context, h Holder) (*Replica, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if r := p.pickLocked(); r != nil {
+		p.bindLocked(r, h)
+		p.mu.Unlock()
+		return r, nil
+	}
+	if p.healthyLocked() == 0 {
+		p.mu.Unlock()
+		return nil, ErrNoReplica
+	}
+	if len(p.waiters) >= p.maxQueue {
+		p.mu.Unlock()
+		return nil, ErrQueueFull
+	}
+	w := &waiter{holder: h, ch: make(chan grant, 1)}
+	p.waiters = append(p.waiters, w)
+	p.mu.Unlock()
+
+	select {
+	case g := <-w.ch:
+		return g.r, g.err
+	case <-ctx.Done():
+		p.mu.Lock()
+		for i, x := range p.waiters {
+			if x == w {
+				p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+				p.mu.Unlock()
+				return nil, ctx.Err()
+			}
+		}
+		p.mu.Unlock()
+		// A grant raced with the cancellation: give it back.
+		if g := <-w.ch; g.r != nil {
+			p.Release(g.r, h)
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// pickLocked returns the least-loaded healthy replica with a free slot.
+func (p *Pool) pickLocked() *Replica {
+	var best *Replica
+	for _, r := range p.replicas {
+		if r.lost || r.load >= p.maxInflight {
+			continue
+		}
+		if best == nil || r.load < best.load {
+			best = r
+		}
+	}
+	return best
+}
+
+func (p *Pool) healthyLocked() int {
+	n := 0
+	for _, r := range p.replicas {
+		if !r.lost {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *Pool) bindLocked(r *Replica, h Holder) {
+	r.load++
+	r.bound[h] = struct{}{}
+}
+
+// Release ends h's binding to r and hands the freed slot to the first
+// waiter, if any.
+func (p *Pool) Release(r *Replica, h Holder) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := r.bound[h]; !ok {
+		return
+	}
+	delete(r.bound, h)
+	r.load--
+	p.grantLocked()
+}
+
+// grantLocked hands free slots to waiters in order.
+func (p *Pool) grantLocked() {
+	for len(p.waiters) > 0 {
+		r := p.pickLocked()
+		if r == nil {
+			return
+		}
+		w := p.waiters[0]
+		p.waiters = p.waiters[1:]
+		p.bindLocked(r, w.holder)
+		w.ch <- grant{r: r}
+	}
+}
+
+// MarkLost takes r out of service for good: holders bound to it are told,
+// new requests go to other replicas, and if none is left the waiters fail
+// with ErrNoReplica. It reports whether r was healthy until now.
+func (p *Pool) MarkLost(r *Replica, cause error) bool {
+	p.mu.Lock()
+	if r.lost {
+		p.mu.Unlock()
+		return false
+	}
+	r.lost, r.lostErr = true, cause
+	holders := make([]Holder, 0, len(r.bound))
+	for h := range r.bound {
+		holders = append(holders, h)
+	}
+	var failed []*waiter
+	if p.healthyLocked() == 0 {
+		failed, p.waiters = p.waiters, nil
+	}
+	p.mu.Unlock()
+	for _, w := range failed {
+		w.ch <- grant{err: ErrNoReplica}
+	}
+	for _, h := range holders {
+		h.ReplicaLost(r, cause)
+	}
+	return true
+}
+
+// Healthy reports whether r is still in service.
+func (r *Replica) Healthy() bool {
+	r.pool.mu.Lock()
+	defer r.pool.mu.Unlock()
+	return !r.lost
+}
+
+// Stats is a snapshot of a pool.
+type Stats struct {
+	Queued   int
+	Bindings int
+	Healthy  int
+	Replicas int
+}
+
+// Stats returns a snapshot of the pool's load.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Stats{Queued: len(p.waiters), Healthy: p.healthyLocked(), Replicas: len(p.replicas)}
+	for _, r := range p.replicas {
+		s.Bindings += r.load
+	}
+	return s
+}
+
+// Close refuses new bindings, fails the waiters and closes every replica's
+// engine. The caller ensures no request is still running on the pool.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	waiters := p.waiters
+	p.waiters = nil
+	p.mu.Unlock()
+	for _, w := range waiters {
+		w.ch <- grant{err: ErrClosed}
+	}
+	var errs []error
+	for _, r := range p.replicas {
+		if err := r.Engine.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", r.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
