@@ -59,6 +59,7 @@ type Orchestrator struct {
 
 	ready    atomic.Bool
 	closing  chan struct{} // closed when Shutdown starts
+	closed   chan struct{} // closed when Shutdown has finished
 	watchers sync.WaitGroup
 
 	mu       sync.Mutex
@@ -83,6 +84,7 @@ func New(cfg *pipeline.Config, opts Options) (*Orchestrator, error) {
 	o := &Orchestrator{
 		cfg: cfg, route: cfg.Route, opts: opts, log: opts.Logger,
 		closing: make(chan struct{}),
+		closed:  make(chan struct{}),
 		active:  map[string]*request{},
 	}
 	for id := range cfg.Route.NumIDs() {
@@ -193,15 +195,22 @@ func (o *Orchestrator) Ready() bool { return o.ready.Load() }
 func (o *Orchestrator) Config() *pipeline.Config { return o.cfg }
 
 // Shutdown stops admission, waits for in-flight requests to end (aborting
-// those still running when ctx ends), then closes every engine.
+// those still running when ctx ends), then closes every engine. A second
+// call waits for the first to finish and returns nil.
 func (o *Orchestrator) Shutdown(ctx context.Context) error {
 	o.mu.Lock()
 	select {
 	case <-o.closing:
 		o.mu.Unlock()
-		return errors.New("orchestrator: already shut down")
+		select {
+		case <-o.closed:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	default:
 	}
+	defer close(o.closed)
 	o.ready.Store(false)
 	close(o.closing)
 	o.mu.Unlock()

@@ -129,10 +129,11 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 	}
 
 	rq := &request{o: o, id: id, sel: sel, out: make(chan Output, o.cfg.Deploy.StreamBuffer), done: make(chan struct{})}
+	rq.ctx, rq.cancel = context.WithCancelCause(context.Background())
 	if err := o.admit(rq); err != nil {
+		rq.cancel(err)
 		return nil, err
 	}
-	rq.ctx, rq.cancel = context.WithCancelCause(context.Background())
 	rq.stopOnClient = context.AfterFunc(ctx, func() {
 		cause := errClientGone
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
