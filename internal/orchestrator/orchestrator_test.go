@@ -738,3 +738,29 @@ func TestShutdownAbortsInflight(t *testing.T) {
 	_, err = f.o.Submit(context.Background(), Request{})
 	codeIs(t, err, CodeUnavailable)
 }
+
+func TestOnlyOneStage(t *testing.T) {
+	f := newFixture(t, setup{transitions: "  stage_transitions: [[0, 2], [2, 1]]"})
+	s, err := f.o.Submit(context.Background(), Request{Only: &StageCall{Stage: 2, Input: []engine.Chunk{
+		{Text: &engine.Text{Text: "a"}}, {Text: &engine.Text{Text: "b"}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := collect(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(texts(outs)); got != "[2:a|post.0 2:b|post.0]" {
+		t.Errorf("outputs = %s", got)
+	}
+	if f.rec.callsOf("talker") != 0 || f.rec.callsOf("vocoder") != 0 {
+		t.Error("other stages ran")
+	}
+	if next, ok := s.Selection().Next(2); ok {
+		t.Errorf("a single-stage selection has a next stage %d", next)
+	}
+	_, err = f.o.Submit(context.Background(), Request{Only: &StageCall{Stage: 7}})
+	codeIs(t, err, CodeBadRequest)
+	contains(t, err, "stage 7 is not on the route (0 -> 2 -> 1 -> 3)")
+}

@@ -29,6 +29,16 @@ type Request struct {
 	// Params holds per-stage sampling params indexed by stage id (the
 	// aligner's at the pipeline's stage count); nil entries mean defaults.
 	Params []json.RawMessage
+	// Only, when set, runs just one stage of the route on the given input
+	// instead of the route prefix, and returns that stage's output as the
+	// final output: one stateless /v1/run call. Modalities are ignored.
+	Only *StageCall
+}
+
+// StageCall is one stage run alone on an input handed over by its upstream.
+type StageCall struct {
+	Stage int
+	Input []engine.Chunk
 }
 
 // Output is one chunk of a selected output.
@@ -107,7 +117,13 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 	if !o.ready.Load() {
 		return nil, newError(CodeUnavailable, "pipeline %s is not ready", o.cfg.Pipeline.Name)
 	}
-	sel, err := o.route.Select(req.Modalities)
+	var sel *pipeline.Selection
+	var err error
+	if req.Only != nil {
+		sel, err = o.route.Only(req.Only.Stage)
+	} else {
+		sel, err = o.route.Select(req.Modalities)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +163,7 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 		rq.finish()
 		return nil, rq.err
 	}
-	rq.start()
+	rq.start(req.Only)
 	return &Stream{rq: rq}, nil
 }
 
@@ -250,9 +266,14 @@ func (rq *request) bindError(id int, err error) error {
 
 // start runs one task per bound stage, joined by bounded channels, and a
 // supervisor that ends the request when they have all returned.
-func (rq *request) start() {
+func (rq *request) start(only *StageCall) {
 	n := len(rq.bindings)
-	var in engine.Source = engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: rq.bindings[0].job.Prompt.Text}})
+	var in engine.Source
+	if only != nil {
+		in = engine.NewSliceSource(only.Input...)
+	} else {
+		in = engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: rq.bindings[0].job.Prompt.Text}})
+	}
 	rq.tasks.Add(n)
 	for i := range rq.bindings {
 		b := &rq.bindings[i]

@@ -161,6 +161,25 @@ func (r *Route) Select(modalities []string) (*Selection, error) {
 	return &Selection{Final: final, Stages: r.Prefix(final), Outputs: outs, NeedParams: need, numIDs: len(r.pos)}, nil
 }
 
+// Only returns the selection that runs stage id alone and returns its
+// output: one /v1/run call.
+func (r *Route) Only(id int) (*Selection, error) {
+	if !r.OnRoute(id) {
+		return nil, &SelectError{Msg: fmt.Sprintf("stage %d is not on the route (%s)", id, r)}
+	}
+	return &Selection{Final: id, Stages: []int{id}, Outputs: []Output{{Stage: id, Kind: r.output[id]}}, NeedParams: id + 1, numIDs: len(r.pos)}, nil
+}
+
+// Next returns the stage after id on the selection's prefix.
+func (s *Selection) Next(id int) (int, bool) {
+	for i, x := range s.Stages {
+		if x == id && i+1 < len(s.Stages) {
+			return s.Stages[i+1], true
+		}
+	}
+	return -1, false
+}
+
 func (r *Route) unservable(k engine.Kind) error {
 	var skipped []string
 	for id, p := range r.pos {
