@@ -112,8 +112,13 @@ func (o *Orchestrator) buildPool(id int) (*stage.Pool, error) {
 	d := o.cfg.Deploy.Stages[id]
 	name := o.cfg.StageName(id)
 	engineName, spec := o.cfg.StageSpec(id, 0)
-	if d.Placement != pipeline.PlacementInproc {
-		return nil, fmt.Errorf("stage %d (%s): placement %s is not supported yet; use inproc", id, name, d.Placement)
+	switch d.Placement {
+	case pipeline.PlacementRemote:
+		// Each replica is one endpoint: a headless stage server running
+		// this stage, reached through the remote engine.
+		engineName = "remote"
+	case pipeline.PlacementProcess:
+		return nil, fmt.Errorf("stage %d (%s): placement process is not supported yet; use inproc, or remote with a headless stage server (omnistage serve --stage %d)", id, name, id)
 	}
 	drv, ok := o.opts.Registry.Lookup(engineName)
 	if !ok {
@@ -127,6 +132,9 @@ func (o *Orchestrator) buildPool(id int) (*stage.Pool, error) {
 	engines := make([]engine.Engine, 0, d.Replicas)
 	for i := range d.Replicas {
 		spec.Replica = i
+		if d.Placement == pipeline.PlacementRemote {
+			spec.Options = remoteOptions(d.Options, d.Endpoints[i])
+		}
 		e, err := drv.New(spec)
 		if err != nil {
 			for _, e := range engines {
@@ -137,6 +145,16 @@ func (o *Orchestrator) buildPool(id int) (*stage.Pool, error) {
 		engines = append(engines, e)
 	}
 	return stage.NewPool(id, name, engines, d.MaxInflight, d.MaxQueue), nil
+}
+
+// remoteOptions are a remote replica's options: the stage's own, plus the
+// endpoint it reaches.
+func remoteOptions(opts engine.Options, endpoint string) engine.Options {
+	out := engine.Options{"endpoint": endpoint}
+	for k, v := range opts {
+		out[k] = v
+	}
+	return out
 }
 
 // Start warms every replica of every stage, skipped stages included, and
