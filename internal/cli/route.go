@@ -106,6 +106,15 @@ func route(_ context.Context, env Env, args []string) int {
 func printRoute(w io.Writer, c *pipeline.Config, rj RouteJSON) {
 	fmt.Fprintf(w, "pipeline: %s (%s)\n", rj.Pipeline, c.Source)
 	fmt.Fprintf(w, "route: %s\n", joinIDs(rj.Route, " -> "))
+	if tr := c.Route.Transitions(); tr == nil {
+		fmt.Fprintln(w, "transitions: omitted (stages run in id order)")
+	} else {
+		parts := make([]string, len(tr))
+		for i, e := range tr {
+			parts[i] = fmt.Sprintf("[%d, %d]", e[0], e[1])
+		}
+		fmt.Fprintf(w, "transitions: %s\n", strings.Join(parts, " "))
+	}
 	if len(rj.Skipped) == 0 {
 		fmt.Fprintln(w, "skipped: none")
 	} else {
