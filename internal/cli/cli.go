@@ -35,6 +35,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"say", "say [--config F] [--voice V] [--speed S] [--timestamps] [-o out.wav] TEXT   synthesize offline ('-' reads stdin)", say},
 		{"route", "route [--config F] [--json]   print the resolved route", route},
 	}
 }

