@@ -1,16 +1,17 @@
 // Package builtin registers the engines a release build ships: the real
-// speech engines, the remote engine, and the test engines (which only a
-// config naming "test-*" uses).
+// speech engines and the remote engine. Test engines are not among them.
 package builtin
 
 import (
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/enhance"
 	"github.com/omnistage/omnistage/internal/engines/flite"
 )
 
 // Register adds every shipped engine to r.
 func Register(r *engine.Registry) {
 	flite.Register(r)
+	enhance.Register(r)
 }
 
 // Registry returns a registry holding every shipped engine.

@@ -1,0 +1,197 @@
+package flite
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/omnistage/omnistage/internal/engine"
+)
+
+// speechSeconds is the duration of speech that talker chunks describe.
+func speechSeconds(chunks []engine.Chunk) float64 {
+	var s float64
+	for _, c := range chunks {
+		if c.Frames != nil {
+			s += float64(c.Frames.Len()) * float64(c.Frames.FrameShift)
+		} else {
+			s += float64(c.Segments.Ends[len(c.Segments.Ends)-1])
+		}
+	}
+	return s
+}
+
+func reportRTF(b *testing.B, speech float64) {
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/speech, "rtf")
+}
+
+// BenchmarkTalker measures the talker's real-time factor (compute time per
+// second of speech) on a paragraph of about 10 s.
+func BenchmarkTalker(b *testing.B) {
+	for _, voice := range Voices() {
+		b.Run(voice, func(b *testing.B) {
+			talker := talkerFor(b, voice)
+			mid, err := run(talker, "", text(paragraphText))
+			if err != nil {
+				b.Fatal(err)
+			}
+			speech := speechSeconds(mid)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := run(talker, "", text(paragraphText)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRTF(b, speech)
+		})
+	}
+}
+
+// BenchmarkVocoder measures the vocoder's real-time factor on the same
+// paragraph's talker output.
+func BenchmarkVocoder(b *testing.B) {
+	for _, voice := range Voices() {
+		b.Run(voice, func(b *testing.B) {
+			mid, err := run(talkerFor(b, voice), "", text(paragraphText))
+			if err != nil {
+				b.Fatal(err)
+			}
+			vocoder := vocoderFor(b, voice)
+			speech := speechSeconds(mid)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := run(vocoder, "", mid...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRTF(b, speech)
+		})
+	}
+}
+
+// BenchmarkVocoderParallel vocodes from every CPU at once, with and
+// without randMu, to show what deterministic noise costs.
+func BenchmarkVocoderParallel(b *testing.B) {
+	mid, err := run(talkerFor(b, "slt"), "", text(oneSentence))
+	if err != nil {
+		b.Fatal(err)
+	}
+	speech := speechSeconds(mid)
+	vocoder := vocoderFor(b, "slt")
+	for _, locked := range []bool{true, false} {
+		name := map[bool]string{true: "locked", false: "unlocked"}[locked]
+		b.Run(name, func(b *testing.B) {
+			lockRand = locked
+			defer func() { lockRand = true }()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := run(vocoder, "", mid...); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			reportRTF(b, speech)
+		})
+	}
+}
+
+// pipe is a bounded channel between two stages, like the runtime's.
+type pipe chan engine.Chunk
+
+func (p pipe) Send(ctx context.Context, c engine.Chunk) error {
+	select {
+	case p <- c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p pipe) Recv(ctx context.Context) (engine.Chunk, error) {
+	select {
+	case c, ok := <-p:
+		if !ok {
+			return engine.Chunk{}, io.EOF
+		}
+		return c, nil
+	case <-ctx.Done():
+		return engine.Chunk{}, ctx.Err()
+	}
+}
+
+// firstAudio runs a talker (produce) and the vocoder concurrently over a
+// pipe, as the runtime streams them, and returns the time until the first
+// audio chunk reaches the sink.
+func firstAudio(b *testing.B, produce func(out engine.Sink) error, vocoder engine.Engine) time.Duration {
+	ctx := context.Background()
+	frames, audio := make(pipe, 2), make(pipe, 2)
+	start := time.Now()
+	errc := make(chan error, 2)
+	go func() {
+		err := produce(frames)
+		close(frames)
+		errc <- err
+	}()
+	go func() {
+		err := vocoder.Process(ctx, &engine.Job{In: frames, Out: audio})
+		close(audio)
+		errc <- err
+	}()
+	var first time.Duration
+	for range audio {
+		if first == 0 {
+			first = time.Since(start)
+		}
+	}
+	for range 2 {
+		if err := <-errc; err != nil {
+			b.Fatal(err)
+		}
+	}
+	return first
+}
+
+// BenchmarkFirstAudio measures the time to the first audio chunk of the
+// paragraph when the talker streams it a sentence at a time ("sentences")
+// versus synthesizing it as one utterance ("whole"). Its metric is
+// ms-to-first-audio; ns/op is the whole request.
+func BenchmarkFirstAudio(b *testing.B) {
+	for _, voice := range []string{"slt", "kal16"} {
+		talker, vocoder := talkerFor(b, voice), vocoderFor(b, voice)
+		v, _ := lookupVoice(voice)
+		clean, err := cleanText(paragraphText)
+		if err != nil {
+			b.Fatal(err)
+		}
+		modes := []struct {
+			name    string
+			produce func(out engine.Sink) error
+		}{
+			{"sentences", func(out engine.Sink) error {
+				return talker.Process(context.Background(), &engine.Job{In: engine.NewSliceSource(text(paragraphText)), Out: out})
+			}},
+			{"whole", func(out engine.Sink) error {
+				c, err := talker.(*Talker).sentence(request{voice: v}, clean)
+				if err != nil {
+					return err
+				}
+				return out.Send(context.Background(), c)
+			}},
+		}
+		for _, m := range modes {
+			b.Run(voice+"/"+m.name, func(b *testing.B) {
+				b.ReportAllocs()
+				var total time.Duration
+				for b.Loop() {
+					total += firstAudio(b, m.produce, vocoder)
+				}
+				b.ReportMetric(total.Seconds()*1000/float64(b.N), "ms-to-first-audio")
+			})
+		}
+	}
+}

@@ -1,0 +1,229 @@
+// Package flite holds the flite speech engines: a talker that turns text
+// into clustergen frames or diphone segments, one chunk per sentence, and a
+// vocoder that turns those chunks into 16 kHz audio. Both drive Debian's
+// flite 2.2 through cgo (cflite.c), in process.
+//
+// The split is exact: with the same seed, talker then vocoder produce the
+// same samples as flite_text_to_wave on each sentence.
+//
+// flite stops the process (exit 255) on some internal errors. This package
+// keeps every caller-supplied value away from those paths: text is cleaned
+// and bounded, frames and segments are validated, and the C layer checks
+// every relation and feature before it reads one.
+package flite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/omnistage/omnistage/internal/engine"
+)
+
+// Talker is the flite-talker engine: text in, one frames (clustergen voices)
+// or segments (kal16) chunk per sentence out.
+type Talker struct {
+	voice *voice
+}
+
+var (
+	_ engine.Engine        = (*Talker)(nil)
+	_ engine.ParamsChecker = (*Talker)(nil)
+)
+
+// TalkerParams are the talker's per-request sampling params.
+type TalkerParams struct {
+	// Voice overrides the stage's voice for this request. It must produce
+	// the stage's output kind: a clustergen stage cannot switch to kal16.
+	Voice string `json:"voice,omitempty"`
+	// Speed scales the speaking rate: 1 is flite's normal pace, 2 is twice
+	// as fast (half the duration), 0.5 half as fast. It maps to flite's
+	// duration_stretch = voice default / speed. Range [0.25, 4], as in
+	// OpenAI's speech API; absent means 1.
+	Speed *float64 `json:"speed,omitempty"`
+}
+
+// MinSpeed and MaxSpeed bound TalkerParams.Speed.
+const (
+	MinSpeed = 0.25
+	MaxSpeed = 4
+)
+
+// options are the flite engines' deploy options.
+type options struct {
+	Voice string `json:"voice"`
+}
+
+func decodeOptions(o engine.Options) (*voice, error) {
+	var opts options
+	if err := o.Decode(&opts); err != nil {
+		return nil, fmt.Errorf("options: %w", err)
+	}
+	if opts.Voice == "" {
+		opts.Voice = DefaultVoice
+	}
+	v, err := lookupVoice(opts.Voice)
+	if err != nil {
+		return nil, fmt.Errorf("options: voice: unknown voice %q (have %v)", opts.Voice, Voices())
+	}
+	return v, nil
+}
+
+func checkTalker(spec engine.Spec) error {
+	v, err := decodeOptions(spec.Options)
+	if err != nil {
+		return err
+	}
+	if spec.Input != engine.KindText {
+		return fmt.Errorf("voice %q: talker input must be %q, not %q", v.name, engine.KindText, spec.Input)
+	}
+	if spec.Output != v.kind {
+		return fmt.Errorf("voice %q outputs %q, but the stage declares output %q", v.name, v.kind, spec.Output)
+	}
+	return nil
+}
+
+func newTalker(spec engine.Spec) (engine.Engine, error) {
+	if err := checkTalker(spec); err != nil {
+		return nil, err
+	}
+	if err := initFlite(); err != nil {
+		return nil, err
+	}
+	v, _ := decodeOptions(spec.Options)
+	return &Talker{voice: v}, nil
+}
+
+// request is a talker request's resolved params.
+type request struct {
+	voice   *voice
+	stretch float32 // 0 keeps the voice's own duration_stretch
+}
+
+func (t *Talker) params(raw json.RawMessage) (request, error) {
+	var p TalkerParams
+	if err := engine.DecodeParams(raw, &p); err != nil {
+		return request{}, err
+	}
+	r := request{voice: t.voice}
+	if p.Voice != "" {
+		v, err := lookupVoice(p.Voice)
+		if err != nil {
+			return request{}, &engine.ParamError{Field: "voice", Reason: fmt.Sprintf("unknown voice %q (have %v)", p.Voice, Voices())}
+		}
+		if v.kind != t.voice.kind {
+			return request{}, &engine.ParamError{Field: "voice", Reason: fmt.Sprintf("voice %q outputs %s but this stage outputs %s (voice %q)", v.name, v.kind, t.voice.kind, t.voice.name)}
+		}
+		r.voice = v
+	}
+	switch {
+	case p.Speed == nil || *p.Speed == 1:
+	case !(*p.Speed >= MinSpeed && *p.Speed <= MaxSpeed):
+		return request{}, &engine.ParamError{Field: "speed", Reason: fmt.Sprintf("%g is outside [%g, %g]", *p.Speed, float64(MinSpeed), float64(MaxSpeed))}
+	default:
+		r.stretch = r.voice.durStretch / float32(*p.Speed)
+	}
+	return r, nil
+}
+
+// CheckParams implements engine.ParamsChecker.
+func (t *Talker) CheckParams(params json.RawMessage) error {
+	_, err := t.params(params)
+	return err
+}
+
+// Warm synthesizes a short sentence with the stage's voice.
+func (t *Talker) Warm(ctx context.Context) error {
+	_, err := t.sentence(request{voice: t.voice}, "Hello, this is a warm up.")
+	return err
+}
+
+// Close implements engine.Engine; the voices live as long as the process.
+func (t *Talker) Close() error { return nil }
+
+// Process reads the whole text, splits it into sentences with flite's
+// tokenizer and utterance-break rule, and sends one chunk per sentence as
+// soon as it is synthesized. Sentences without words (a lone "--") are
+// skipped; text without any word is an *engine.InputError.
+func (t *Talker) Process(ctx context.Context, job *engine.Job) error {
+	req, err := t.params(job.Params)
+	if err != nil {
+		return fmt.Errorf("flite-talker: %w", err)
+	}
+	chunks, err := engine.RecvAll(ctx, job.In)
+	if err != nil {
+		return err
+	}
+	var text strings.Builder
+	for _, c := range chunks {
+		if c.Text == nil {
+			return fmt.Errorf("flite-talker: %w", &engine.InputError{Reason: fmt.Sprintf("talker input must be text, got %q", c.Kind())})
+		}
+		text.WriteString(c.Text.Text)
+	}
+	_, sentences, err := prepare(text.String(), req.voice.name)
+	if err != nil {
+		return fmt.Errorf("flite-talker: %w", err)
+	}
+	sent := 0
+	for i, s := range sentences {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c, err := t.sentence(req, s)
+		if errors.Is(err, errEmpty) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("flite-talker: %w", err)
+		}
+		if err := vocodable(c); err != nil {
+			return fmt.Errorf("flite-talker: sentence %d: %w", i+1, err)
+		}
+		if err := job.Out.Send(ctx, c); err != nil {
+			return err
+		}
+		sent++
+	}
+	if sent == 0 {
+		return fmt.Errorf("flite-talker: %w", &engine.InputError{Reason: "text has nothing to speak"})
+	}
+	return nil
+}
+
+// sentence synthesizes one clean sentence into a chunk.
+func (t *Talker) sentence(req request, s string) (engine.Chunk, error) {
+	if req.voice.kind == engine.KindFrames {
+		f, err := talkFrames(req.voice, s, req.stretch)
+		return engine.Chunk{Frames: f}, err
+	}
+	seg, err := talkSegments(req.voice, s, req.stretch)
+	return engine.Chunk{Segments: seg}, err
+}
+
+// vocodable checks a talker chunk with the vocoder's own validation, so the
+// talker never sends what the vocoder refuses. Only length can fail here:
+// one sentence of flite speech longer than MaxChunkSeconds (a huge number
+// read digit by digit, or a long unpunctuated run at a slow speed).
+func vocodable(c engine.Chunk) error {
+	var secs float64
+	var err error
+	if c.Frames != nil {
+		secs = float64(c.Frames.Len()) * float64(c.Frames.FrameShift)
+		_, err = validateFrames(c.Frames)
+	} else {
+		secs = float64(c.Segments.Ends[len(c.Segments.Ends)-1])
+		_, err = validateSegments(c.Segments)
+	}
+	if secs > MaxChunkSeconds {
+		return &engine.InputError{Reason: fmt.Sprintf("speech of one sentence lasts %.0f s; the limit is %d s: break the text up with punctuation", secs, MaxChunkSeconds)}
+	}
+	if err != nil {
+		// Not the caller's fault: a bug here or in flite, so no %w that
+		// would turn it into an *engine.InputError.
+		return fmt.Errorf("talker output fails validation: %v", err)
+	}
+	return nil
+}
