@@ -764,3 +764,24 @@ func TestOnlyOneStage(t *testing.T) {
 	codeIs(t, err, CodeBadRequest)
 	contains(t, err, "stage 7 is not on the route (0 -> 2 -> 1 -> 3)")
 }
+
+func TestMetricsLint(t *testing.T) {
+	f := newFixture(t, setup{})
+	s, err := f.o.Submit(context.Background(), Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := collect(t, s); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := testutil.GatherAndLint(f.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric %s: %s", p.Metric, p.Text)
+	}
+	if n, err := testutil.GatherAndCount(f.reg, "omnistage_requests_total", "omnistage_stage_queue_depth"); err != nil || n < 2 {
+		t.Errorf("gathered %d series, %v", n, err)
+	}
+}
