@@ -1,0 +1,150 @@
+package payload
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/omnistage/omnistage/internal/engine"
+)
+
+var (
+	testKey    = []byte("test key: 32 bytes of something.")
+	testDigest = sha256.Sum256([]byte("tts pipeline, route 0 1 2"))
+)
+
+// expect is what the server of stage id of the test pipeline knows: three
+// stage ids (talker, vocoder, aligner).
+func expect(id int) Expect {
+	return Expect{Pipeline: "tts", Digest: testDigest, Stage: id, NumStages: 3}
+}
+
+// base returns a valid envelope from stage 0 to stage 1 carrying data.
+func base(data ...engine.Chunk) *Envelope {
+	return &Envelope{
+		Version:    FormatVersion,
+		Pipeline:   "tts",
+		Digest:     testDigest,
+		TransferID: "tr-7f3a",
+		RequestID:  "r1",
+		From:       0,
+		To:         1,
+		Params:     []json.RawMessage{json.RawMessage(`{"voice":"slt"}`), nil, json.RawMessage(`null`)},
+		Prompt:     engine.Prompt{Text: "Hello world."},
+		Outputs:    []string{"audio", "timestamps"},
+		Final:      2,
+		Data:       data,
+	}
+}
+
+func textChunk(s string) engine.Chunk { return engine.Chunk{Text: &engine.Text{Text: s}} }
+
+func audioChunk(n int) engine.Chunk {
+	s := make([]int16, n)
+	for i := range s {
+		s[i] = int16(12000 * math.Sin(float64(i)*0.05))
+	}
+	s[0], s[n-1] = math.MinInt16, math.MaxInt16
+	return engine.Chunk{Audio: &engine.Audio{SampleRate: 16000, Samples: s}}
+}
+
+func framesChunk(frames, channels, strChannels int) engine.Chunk {
+	f := &engine.Frames{Voice: "slt", Channels: channels, StrChannels: strChannels, FrameShift: 0.005}
+	f.Params = make([]float32, frames*channels)
+	for i := range f.Params {
+		f.Params[i] = float32(math.Cos(float64(i))) * 3
+	}
+	f.Str = make([]float32, frames*strChannels)
+	for i := range f.Str {
+		f.Str[i] = float32(i%7) / 7
+	}
+	if strChannels == 0 {
+		f.Str = nil
+	}
+	return engine.Chunk{Frames: f}
+}
+
+func segmentsChunk() engine.Chunk {
+	return engine.Chunk{Segments: &engine.Segments{
+		Voice:     "kal",
+		Names:     []string{"pau", "hh", "ax", "l", "ow", "pau"},
+		Ends:      []float32{0.1, 0.16, 0.22, 0.3, 0.45, 0.6},
+		Cluster:   []bool{false, true, false, false, true, false},
+		TargetPos: []float32{0.0, 0.3, 0.6},
+		TargetF0:  []float32{110, 130, 95.5},
+	}}
+}
+
+func wordsChunk() engine.Chunk {
+	return engine.Chunk{Words: &engine.Words{Words: []engine.Word{
+		{Word: "hello", StartMs: 0, EndMs: 420}, {Word: "wörld", StartMs: 430, EndMs: 900},
+	}}}
+}
+
+// frame builds the binary payload of body: header with flags, body, and a
+// tag made with key when key is not nil.
+func frame(version, flags byte, body, key []byte) []byte {
+	b := append([]byte(magic), version, flags)
+	b = append(b, body...)
+	if key != nil {
+		m := hmac.New(sha256.New, key)
+		m.Write(b)
+		b = m.Sum(b)
+	}
+	return b
+}
+
+// raw encodes e without validating it, so tests can build payloads that
+// Encode refuses.
+func raw(t testing.TB, e *Envelope, key []byte) string {
+	t.Helper()
+	var flags byte
+	if key != nil {
+		flags = flagSigned
+	}
+	return b64.EncodeToString(frame(FormatVersion, flags, body(t, e), key))
+}
+
+// body returns the msgpack body of e.
+func body(t testing.TB, e *Envelope) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := e.EncodeMsgpack(msgpack.NewEncoder(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// edit decodes the body of e into a generic map, lets change edit it, and
+// returns the re-encoded payload: for bodies with wrong types, unknown or
+// missing keys.
+func edit(t testing.TB, e *Envelope, change func(m map[string]any)) string {
+	t.Helper()
+	var m map[string]any
+	if err := msgpack.Unmarshal(body(t, e), &m); err != nil {
+		t.Fatal(err)
+	}
+	change(m)
+	b, err := msgpack.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b64.EncodeToString(frame(FormatVersion, 0, b, nil))
+}
+
+// unwrap returns the binary payload of a stage_input string.
+func unwrap(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := b64.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func wrap(b []byte) string { return b64.EncodeToString(b) }
