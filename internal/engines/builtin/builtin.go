@@ -6,12 +6,14 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/enhance"
 	"github.com/omnistage/omnistage/internal/engines/flite"
+	"github.com/omnistage/omnistage/internal/engines/sphinx"
 )
 
 // Register adds every shipped engine to r.
 func Register(r *engine.Registry) {
 	flite.Register(r)
 	enhance.Register(r)
+	sphinx.Register(r)
 }
 
 // Registry returns a registry holding every shipped engine.

@@ -1,0 +1,394 @@
+// Package sphinx holds the sphinx-aligner engine: a forced aligner that
+// turns speech audio and its transcript into word timestamps with
+// PocketSphinx.
+//
+// The transcript is normalized by flite's own text analysis, exactly as
+// the flite talker normalizes it, so the words reported are the spoken
+// ones ("$5" is "five", "dollars"). The alignment is a decode of the audio
+// with a grammar that holds exactly those words in order; the decoder
+// inserts silences and fillers between them.
+package sphinx
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/omnistage/omnistage/internal/audio"
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/flite"
+)
+
+// Name is the engine's name in pipeline configs.
+const Name = "sphinx-aligner"
+
+// Default model files: Debian's pocketsphinx-en-us.
+const (
+	DefaultModel = "/usr/share/pocketsphinx/model/en-us/en-us"
+	DefaultDict  = "/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict"
+)
+
+// Limits on one request.
+const (
+	// MaxAudioSeconds bounds the audio of one request: about as much
+	// speech as flite.MaxTextRunes characters of text make.
+	MaxAudioSeconds = 900
+	// MinSampleRate and MaxSampleRate bound the input rate; audio above
+	// 16 kHz is resampled to the model's 16 kHz. Lower rates lack the
+	// band the model was trained on.
+	MinSampleRate = 16000
+	MaxSampleRate = 48000
+	// MaxDecoders bounds the decoders option.
+	MaxDecoders = 64
+)
+
+// Fallbacks: what Process does when the decoder finds no alignment (the
+// audio does not fit the transcript, or is too short for it).
+const (
+	// FallbackSplit spreads the words over the speech (the audio less its
+	// leading and trailing silence) in proportion to their phone counts,
+	// so that every word still gets a timestamp, if only a rough one.
+	FallbackSplit = "split"
+	// FallbackError fails the request with an error that wraps
+	// ErrNoAlignment and an *engine.InputError.
+	FallbackError = "error"
+)
+
+// ErrNoAlignment is wrapped by the error Process returns when the decoder
+// finds no alignment and the fallback is FallbackError.
+var ErrNoAlignment = errors.New("no alignment")
+
+// Options are the engine's deploy options.
+type Options struct {
+	// Decoders is the number of decoders a replica holds, that is how many
+	// requests it aligns at once (default 1). Each takes about 30 MB.
+	Decoders int `json:"decoders"`
+	// Voice is the flite voice whose text analysis normalizes the
+	// transcript and pronounces words the dictionary lacks (default
+	// flite.DefaultVoice). The US voices share one front end, so any of
+	// them fits audio spoken by another.
+	Voice string `json:"voice"`
+	// Fallback is FallbackSplit (default) or FallbackError.
+	Fallback string `json:"fallback"`
+	// Model is the acoustic model directory (default DefaultModel).
+	Model string `json:"model"`
+	// Dict is the pronunciation dictionary (default DefaultDict).
+	Dict string `json:"dict"`
+}
+
+// Aligner is the sphinx-aligner engine: audio in (16-bit mono, 16 to
+// 48 kHz), one timestamps chunk out with one entry per transcript word.
+// Its transcript is Job.Prompt.Text.
+//
+// A replica holds a pool of Options.Decoders decoders; concurrent Process
+// calls beyond that wait for a free one.
+type Aligner struct {
+	opts Options
+	pool *pool
+}
+
+var (
+	_ engine.Engine        = (*Aligner)(nil)
+	_ engine.ParamsChecker = (*Aligner)(nil)
+)
+
+// Register adds the sphinx-aligner driver to r.
+func Register(r *engine.Registry) {
+	r.Register(Name, engine.Driver{
+		Check: func(spec engine.Spec) error {
+			_, err := check(spec)
+			return wrap(err)
+		},
+		New: func(spec engine.Spec) (engine.Engine, error) {
+			a, err := New(spec)
+			if err != nil {
+				return nil, err
+			}
+			return a, nil
+		},
+	})
+}
+
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", Name, err)
+}
+
+// check validates a stage's kinds and options and returns the options
+// with their defaults.
+func check(spec engine.Spec) (Options, error) {
+	var o Options
+	if spec.Input != engine.KindAudio {
+		return o, fmt.Errorf("input must be %q, not %q", engine.KindAudio, spec.Input)
+	}
+	if spec.Output != engine.KindTimestamps {
+		return o, fmt.Errorf("output must be %q, not %q", engine.KindTimestamps, spec.Output)
+	}
+	if err := spec.Options.Decode(&o); err != nil {
+		return o, fmt.Errorf("options: %w", err)
+	}
+	if o.Decoders == 0 {
+		o.Decoders = 1
+	}
+	if o.Voice == "" {
+		o.Voice = flite.DefaultVoice
+	}
+	if o.Fallback == "" {
+		o.Fallback = FallbackSplit
+	}
+	if o.Model == "" {
+		o.Model = DefaultModel
+	}
+	if o.Dict == "" {
+		o.Dict = DefaultDict
+	}
+	var errs []error
+	if o.Decoders < 1 || o.Decoders > MaxDecoders {
+		errs = append(errs, fmt.Errorf("options: decoders: %d is outside [1, %d]", o.Decoders, MaxDecoders))
+	}
+	known := false
+	for _, v := range flite.Voices() {
+		known = known || v == o.Voice
+	}
+	if !known {
+		errs = append(errs, fmt.Errorf("options: voice: unknown voice %q (have %v)", o.Voice, flite.Voices()))
+	}
+	if o.Fallback != FallbackSplit && o.Fallback != FallbackError {
+		errs = append(errs, fmt.Errorf("options: fallback: %q is neither %q nor %q", o.Fallback, FallbackSplit, FallbackError))
+	}
+	// A missing model file would make ps_init fail deep in C; say which.
+	for _, f := range []string{"mdef", "means", "variances", "transition_matrices", "feat.params"} {
+		if _, err := os.Stat(filepath.Join(o.Model, f)); err != nil {
+			errs = append(errs, fmt.Errorf("options: model: %w", err))
+			break
+		}
+	}
+	if st, err := os.Stat(o.Dict); err != nil {
+		errs = append(errs, fmt.Errorf("options: dict: %w", err))
+	} else if st.IsDir() {
+		errs = append(errs, fmt.Errorf("options: dict: %s is a directory", o.Dict))
+	}
+	return o, errors.Join(errs...)
+}
+
+// New builds one replica. Its decoders are created by Warm, or on first
+// use.
+func New(spec engine.Spec) (*Aligner, error) {
+	o, err := check(spec)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return &Aligner{opts: o, pool: newPool(o.Decoders, o.Model, o.Dict)}, nil
+}
+
+// warmText is what Warm aligns on every decoder.
+const warmText = "Hello, this is a warm up."
+
+// Warm creates every decoder of the pool and aligns a short synthesized
+// sentence on each: a decoder's first utterance is slower than later ones
+// and its result differs slightly (a boundary one frame off); from the
+// second on, a decoder gives the same result for the same input whatever
+// it aligned before.
+func (a *Aligner) Warm(ctx context.Context) error {
+	speech, _, err := flite.SynthesizeTimed(warmText, a.opts.Voice, 0)
+	if err != nil {
+		return wrap(fmt.Errorf("warm: %w", err))
+	}
+	words, err := transcript(warmText, a.opts.Voice)
+	if err != nil {
+		return wrap(fmt.Errorf("warm: %w", err))
+	}
+	pcm, durMs, err := readAudio(ctx, engine.NewSliceSource(engine.Chunk{Audio: speech}))
+	if err != nil {
+		return wrap(fmt.Errorf("warm: %w", err))
+	}
+	held := make([]*decoder, 0, a.opts.Decoders)
+	defer func() {
+		for _, d := range held {
+			a.pool.put(d)
+		}
+	}()
+	for range a.opts.Decoders {
+		d, err := a.pool.get(ctx)
+		if err != nil {
+			return wrap(fmt.Errorf("warm: %w", err))
+		}
+		held = append(held, d)
+		if _, err := a.alignOn(d, words, pcm, durMs); err != nil {
+			return wrap(fmt.Errorf("warm: %w", err))
+		}
+	}
+	return nil
+}
+
+// Close frees the decoders.
+func (a *Aligner) Close() error {
+	a.pool.close()
+	return nil
+}
+
+// CheckParams implements engine.ParamsChecker: the aligner takes no
+// sampling params, so only null or {} is accepted.
+func (a *Aligner) CheckParams(params json.RawMessage) error {
+	var p struct{}
+	return engine.DecodeParams(params, &p)
+}
+
+// Process reads the request's audio, aligns it with the transcript in
+// Job.Prompt.Text and sends one timestamps chunk with one entry per
+// normalized word, in order, monotonic and within the audio's duration.
+//
+// The audio is checked and brought to 16 kHz as it arrives; a decoder is
+// taken from the pool only once all of it is in, and decodes it as one
+// utterance. Cancellation is noticed while reading and while waiting for a
+// decoder; a decode that has started runs to its end (about 2% of the
+// audio's duration). Bad input (an empty transcript, no audio, a chunk
+// that is not audio, a rate outside [MinSampleRate, MaxSampleRate] or one
+// that changes, more than MaxAudioSeconds) is an *engine.InputError.
+func (a *Aligner) Process(ctx context.Context, job *engine.Job) error {
+	if err := a.CheckParams(job.Params); err != nil {
+		return wrap(err)
+	}
+	words, err := transcript(job.Prompt.Text, a.opts.Voice)
+	if err != nil {
+		return wrap(err)
+	}
+	pcm, durMs, err := readAudio(ctx, job.In)
+	if err != nil {
+		return wrap(err)
+	}
+	out, err := a.align(ctx, words, pcm, durMs)
+	if err != nil {
+		return wrap(err)
+	}
+	return job.Out.Send(ctx, engine.Chunk{Words: &engine.Words{Words: out}})
+}
+
+// align aligns words with 16 kHz audio of durMs milliseconds (the
+// duration of the audio as it came in) on a decoder from the pool.
+func (a *Aligner) align(ctx context.Context, words []word, pcm []int16, durMs int) ([]engine.Word, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d, err := a.pool.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer a.pool.put(d)
+	return a.alignOn(d, words, pcm, durMs)
+}
+
+// alignOn aligns on d, which the caller holds.
+func (a *Aligner) alignOn(d *decoder, words []word, pcm []int16, durMs int) ([]engine.Word, error) {
+	aligned, err := prepare(d, words)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.decode(pcm); err != nil {
+		return nil, err
+	}
+	segs, ok, err := d.segments()
+	if err != nil {
+		return nil, err
+	}
+	e := newEnergy(pcm)
+	var spans []span
+	if ok {
+		spans, ok = place(words, aligned, segs)
+	}
+	if ok {
+		trim(spans, e)
+	} else {
+		if a.opts.Fallback == FallbackError {
+			return nil, fmt.Errorf("%w: %w", ErrNoAlignment, &engine.InputError{Reason: "the audio does not fit the transcript (no alignment found)"})
+		}
+		spans = split(words, e)
+	}
+	return finish(words, spans, durMs), nil
+}
+
+// prepare adds the words the dictionary lacks and sets the grammar of the
+// transcript. It returns which words are in the grammar: a word the
+// dictionary lacks and flite gave no usable phones for is left out.
+func prepare(d *decoder, words []word) ([]bool, error) {
+	aligned := make([]bool, len(words))
+	keys := make([]string, 0, len(words))
+	for i, w := range words {
+		if !d.has(w.key) {
+			if w.phones == "" {
+				continue
+			}
+			if err := d.addWord(w.key, w.phones); err != nil {
+				return nil, err
+			}
+		}
+		aligned[i] = true
+		keys = append(keys, w.key)
+	}
+	if len(keys) == 0 {
+		return nil, &engine.InputError{Reason: "the transcript has no word that can be aligned"}
+	}
+	if err := d.setWords(keys); err != nil {
+		return nil, err
+	}
+	return aligned, nil
+}
+
+// readAudio reads src to its end, checks every chunk and returns the audio
+// at 16 kHz with the input's duration in milliseconds.
+func readAudio(ctx context.Context, src engine.Source) (pcm []int16, durMs int, err error) {
+	var (
+		rate int
+		n    int // input samples
+		rs   *audio.Resampler
+	)
+	for {
+		c, err := src.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if c.Audio == nil {
+			return nil, 0, &engine.InputError{Reason: fmt.Sprintf("aligner input must be audio, got %q", c.Kind())}
+		}
+		r := c.Audio.SampleRate
+		switch {
+		case rate == 0:
+			if r < MinSampleRate || r > MaxSampleRate {
+				return nil, 0, &engine.InputError{Reason: fmt.Sprintf("sample rate %d Hz is outside [%d, %d]", r, MinSampleRate, MaxSampleRate)}
+			}
+			if r != decoderRate {
+				if rs, err = audio.NewResampler(r, decoderRate); err != nil {
+					return nil, 0, &engine.InputError{Reason: fmt.Sprintf("sample rate %d Hz: %v", r, err)}
+				}
+			}
+			rate = r
+		case r != rate:
+			return nil, 0, &engine.InputError{Reason: fmt.Sprintf("sample rate changed from %d Hz to %d Hz", rate, r)}
+		}
+		n += len(c.Audio.Samples)
+		if n > MaxAudioSeconds*rate {
+			return nil, 0, &engine.InputError{Reason: fmt.Sprintf("audio is longer than %d s", MaxAudioSeconds)}
+		}
+		if rs != nil {
+			pcm = rs.AppendProcess(pcm, c.Audio.Samples)
+		} else {
+			pcm = append(pcm, c.Audio.Samples...)
+		}
+	}
+	if n == 0 {
+		return nil, 0, &engine.InputError{Reason: "no audio"}
+	}
+	if rs != nil {
+		pcm = rs.AppendFlush(pcm)
+	}
+	return pcm, int(int64(n) * 1000 / int64(rate)), nil
+}

@@ -1,0 +1,177 @@
+package sphinx
+
+/*
+#cgo pkg-config: pocketsphinx sphinxbase
+#include <malloc.h>
+#include <stdlib.h>
+#include "csphinx.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// frameMs is the decoder's frame period in milliseconds.
+const frameMs = 10
+
+// decoderRate is the only sample rate the acoustic model reads.
+const decoderRate = 16000
+
+var (
+	quietOnce sync.Once
+	// createMu serializes decoder creation: concurrent ps_init calls share
+	// sphinx's process-wide logging and configuration state.
+	createMu sync.Mutex
+)
+
+// decoder is one PocketSphinx decoder. It is not safe for concurrent use:
+// the pool hands it to one job at a time.
+type decoder struct {
+	ps *C.ps_decoder_t
+	// added counts the words this decoder added to its dictionary.
+	added int
+	// hasGrammar is true while a transcript's grammar is set.
+	hasGrammar bool
+	// broken is set when a C call failed in a way that may leave the
+	// decoder in an unknown state; the pool then frees it.
+	broken bool
+}
+
+// newDecoder creates a decoder with the acoustic model in hmm and the
+// pronunciation dictionary dict.
+func newDecoder(hmm, dict string) (*decoder, error) {
+	quietOnce.Do(func() { C.omni_ps_quiet() })
+	ch, cd := C.CString(hmm), C.CString(dict)
+	defer C.free(unsafe.Pointer(ch))
+	defer C.free(unsafe.Pointer(cd))
+	createMu.Lock()
+	ps := C.omni_ps_new(ch, cd)
+	createMu.Unlock()
+	if ps == nil {
+		return nil, fmt.Errorf("decoder: cannot load model %s with dictionary %s", hmm, dict)
+	}
+	return &decoder{ps: ps}, nil
+}
+
+// free releases the decoder.
+func (d *decoder) free() {
+	if d.ps != nil {
+		C.ps_free(d.ps)
+		d.ps = nil
+	}
+}
+
+// has reports whether word is in the dictionary.
+func (d *decoder) has(word string) bool {
+	cw := C.CString(word)
+	defer C.free(unsafe.Pointer(cw))
+	return C.omni_ps_has_word(d.ps, cw) != 0
+}
+
+// addWord adds word with phones (space-separated ARPAbet) to the
+// dictionary.
+func (d *decoder) addWord(word, phones string) error {
+	cw, cp := C.CString(word), C.CString(phones)
+	defer C.free(unsafe.Pointer(cw))
+	defer C.free(unsafe.Pointer(cp))
+	if C.ps_add_word(d.ps, cw, cp, 0) < 0 {
+		return fmt.Errorf("decoder: cannot add %q /%s/ to the dictionary", word, phones)
+	}
+	d.added++
+	return nil
+}
+
+// setWords makes the linear grammar of keys (dictionary entries) the
+// active search.
+func (d *decoder) setWords(keys []string) error {
+	cs := make([]*C.char, len(keys))
+	for i, k := range keys {
+		cs[i] = C.CString(k)
+	}
+	defer func() {
+		for _, c := range cs {
+			C.free(unsafe.Pointer(c))
+		}
+	}()
+	// cs lives in Go memory but holds only C pointers, so cgo may pass it.
+	rc := C.omni_ps_set_words(d.ps, &cs[0], C.int(len(cs)))
+	d.hasGrammar = true
+	if rc != 0 {
+		return errors.New("decoder: cannot set the transcript grammar")
+	}
+	return nil
+}
+
+// decode decodes 16 kHz samples as one utterance with the grammar set
+// last.
+//
+// The samples go to sphinx in one call, as a whole utterance: only then
+// does it normalize the cepstra by the utterance's own mean (the model's
+// batch CMN). Fed in blocks as they arrive, it switches for good to a
+// running mean carried over from earlier utterances, which made silences
+// unrecognizable, shifted every frame index and made the result depend on
+// the requests before.
+func (d *decoder) decode(samples []int16) error {
+	if len(samples) == 0 {
+		return errors.New("decoder: no audio")
+	}
+	if C.omni_ps_decode(d.ps, (*C.int16)(unsafe.Pointer(&samples[0])), C.size_t(len(samples))) != 0 {
+		d.broken = true
+		return errors.New("decoder: cannot decode the utterance")
+	}
+	return nil
+}
+
+// segment is one word of the decoder's hypothesis with its first and last
+// frame (inclusive).
+type segment struct {
+	word   string
+	sf, ef int
+}
+
+// segments returns the best hypothesis of the utterance just ended, and
+// false when there is none (the audio did not fit the grammar).
+func (d *decoder) segments() ([]segment, bool, error) {
+	var s C.omni_segs
+	rc := C.omni_ps_segments(d.ps, &s)
+	defer C.omni_segs_free(&s)
+	switch rc {
+	case 0:
+	case -1:
+		return nil, false, nil
+	default:
+		return nil, false, errors.New("decoder: out of memory reading the hypothesis")
+	}
+	n := int(s.n)
+	if n == 0 {
+		return nil, false, nil
+	}
+	words := unsafe.Slice(s.words, n)
+	sf := unsafe.Slice(s.sf, n)
+	ef := unsafe.Slice(s.ef, n)
+	out := make([]segment, n)
+	for i := range out {
+		out[i] = segment{word: C.GoString(words[i]), sf: int(sf[i]), ef: int(ef[i])}
+	}
+	return out, true, nil
+}
+
+// reset removes the grammar, so the decoder holds no memory for the last
+// job.
+func (d *decoder) reset() {
+	if d.hasGrammar {
+		C.omni_ps_clear_words(d.ps)
+		d.hasGrammar = false
+	}
+}
+
+// cHeapBytes returns the bytes the C allocator has handed out and not yet
+// had back, for the leak test.
+func cHeapBytes() int {
+	m := C.mallinfo2()
+	return int(m.uordblks + m.hblkhd)
+}

@@ -1,0 +1,42 @@
+#ifndef OMNI_CSPHINX_H
+#define OMNI_CSPHINX_H
+
+#include <pocketsphinx.h>
+
+/* omni_ps_quiet turns sphinx logging off for the whole process. */
+void omni_ps_quiet(void);
+
+/* omni_ps_new creates a decoder for forced alignment with the acoustic
+ * model in hmm and the dictionary dict, or returns NULL. */
+ps_decoder_t *omni_ps_new(const char *hmm, const char *dict);
+
+/* omni_ps_has_word reports whether word is in the decoder's dictionary. */
+int omni_ps_has_word(ps_decoder_t *ps, const char *word);
+
+/* omni_ps_set_words makes a linear grammar of the n words (every one in
+ * the dictionary) the decoder's active search. It returns 0 on success. */
+int omni_ps_set_words(ps_decoder_t *ps, const char *const *words, int n);
+
+/* omni_ps_clear_words removes the grammar set by omni_ps_set_words. */
+void omni_ps_clear_words(ps_decoder_t *ps);
+
+/* omni_ps_decode decodes n samples of 16 kHz audio as one utterance with
+ * the grammar set last. It returns 0, or -1 when a step failed. */
+int omni_ps_decode(ps_decoder_t *ps, const int16 *samples, size_t n);
+
+/* omni_segs is a word segmentation: n words with their first and last
+ * frames (inclusive). */
+typedef struct {
+    int n;
+    char **words;
+    int *sf;
+    int *ef;
+} omni_segs;
+
+/* omni_ps_segments fills out with the best hypothesis of the utterance
+ * just ended. It returns 0, -1 when the decoder has no hypothesis, or -2
+ * when memory ran out. The caller frees out with omni_segs_free either way. */
+int omni_ps_segments(ps_decoder_t *ps, omni_segs *out);
+void omni_segs_free(omni_segs *s);
+
+#endif
