@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/omnistage/omnistage/internal/audio"
+	"github.com/omnistage/omnistage/internal/engine"
+)
+
+func runCLIStdin(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = Main(context.Background(), Env{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}, args)
+	return out.String(), errb.String(), code
+}
+
+func TestSayWithTimestamps(t *testing.T) {
+	wav := filepath.Join(t.TempDir(), "out.wav")
+	text := "The quick brown fox jumps over 2 lazy dogs. It was 5:30 p.m."
+	stdout, stderr, code := runCLIStdin(t, text, "say", "--timestamps", "-o", wav, "--voice", "rms", "-")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	f, err := os.Open(wav)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a, err := audio.ReadWAV(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seconds := float64(len(a.Samples)) / float64(a.SampleRate)
+	if a.SampleRate != 16000 || seconds < 2 || seconds > 10 {
+		t.Fatalf("audio: %d Hz, %.2f s", a.SampleRate, seconds)
+	}
+	var words []engine.Word
+	if err := json.Unmarshal([]byte(stdout), &words); err != nil {
+		t.Fatalf("timestamps JSON: %v\n%s", err, stdout)
+	}
+	if len(words) < 12 {
+		t.Fatalf("got %d words: %+v", len(words), words)
+	}
+	durMs := int(seconds * 1000)
+	prevEnd := 0
+	for _, w := range words {
+		if w.StartMs < prevEnd || w.EndMs < w.StartMs || w.EndMs > durMs {
+			t.Errorf("word %+v out of order or bounds (previous end %d, audio %d ms)", w, prevEnd, durMs)
+		}
+		prevEnd = w.EndMs
+	}
+	if words[0].Word != "the" || words[5].Word != "over" || words[6].Word != "two" {
+		t.Errorf("words = %+v", words)
+	}
+}
+
+func TestSayErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"say"}, 2, "no text given"},
+		{[]string{"say", "--voice", "nobody", "hi"}, 2, "nobody"},
+		{[]string{"say", "--speed", "9", "hi"}, 2, "--speed 9 is out of range"},
+		{[]string{"say", "-o", "-", "--timestamps", "hi"}, 2, "would both write to stdout"},
+		{[]string{"say", "-"}, 2, "the text is empty"},
+	}
+	for _, tc := range cases {
+		_, stderr, code := runCLIStdin(t, "  ", tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+	}
+}
+
+func TestSayToStdout(t *testing.T) {
+	stdout, stderr, code := runCLIStdin(t, "", "say", "-o", "-", "--config", "builtin:tts-24k", "Hello.")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	a, err := audio.ReadWAV(strings.NewReader(stdout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.SampleRate != 24000 || len(a.Samples) < 12000 {
+		t.Errorf("audio %d Hz, %d samples", a.SampleRate, len(a.Samples))
+	}
+}
