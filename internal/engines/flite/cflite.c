@@ -68,14 +68,6 @@ int omni_voice_is_cg(int v)
     return v == OMNI_SLT || v == OMNI_RMS || v == OMNI_AWB;
 }
 
-int omni_voice_rate(int v)
-{
-    cst_voice *vox = voice(v);
-    if (vox == NULL)
-        return 0;
-    return get_param_int(vox->features, "sample_rate", 16000);
-}
-
 float omni_voice_frame_shift(int v)
 {
     cst_voice *vox = voice(v);

@@ -23,7 +23,6 @@
 int omni_init(void);
 
 int omni_voice_is_cg(int v);
-int omni_voice_rate(int v);
 /* omni_voice_frame_shift is a clustergen voice's frame period in seconds. */
 float omni_voice_frame_shift(int v);
 /* omni_voice_dur_stretch is the voice's own duration_stretch (1 if unset). */

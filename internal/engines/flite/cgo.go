@@ -23,7 +23,6 @@ type voice struct {
 	// kind is what the talker produces with this voice: frames or segments.
 	kind engine.Kind
 	// Filled by initFlite.
-	rate       int
 	frameShift float32
 	durStretch float32
 	channels   int // frame parameters per frame (clustergen)
@@ -76,7 +75,6 @@ func initFlite() error {
 			return
 		}
 		for _, v := range voices {
-			v.rate = int(C.omni_voice_rate(v.id))
 			v.durStretch = float32(C.omni_voice_dur_stretch(v.id))
 			var names **C.char
 			n := int(C.omni_voice_phones(v.id, &names))
@@ -88,19 +86,16 @@ func initFlite() error {
 				continue
 			}
 			v.frameShift = float32(C.omni_voice_frame_shift(v.id))
-			var t C.omni_talk
-			if err := talkErr(C.omni_talk_cg(v.id, probeText, 0, &t)); err != nil {
+			f, err := talkFrames(v, "Hello.", 0)
+			if err != nil {
 				initErr = fmt.Errorf("flite: probe %s: %w", v.name, err)
 				return
 			}
-			v.channels, v.strChans = int(t.nch), int(t.nstr)
-			C.omni_talk_free(&t)
+			v.channels, v.strChans = f.Channels, f.StrChannels
 		}
 	})
 	return initErr
 }
-
-var probeText = C.CString("Hello.")
 
 // errEmpty means flite found no words to speak in a sentence.
 var errEmpty = errors.New("nothing to speak")
@@ -139,9 +134,6 @@ func unlockRandMu() {
 	}
 }
 
-// cString copies s into C memory; the caller frees it.
-func cString(s string) *C.char { return C.CString(s) }
-
 func floatPtr(s []float32) *C.float {
 	if len(s) == 0 {
 		return nil
@@ -171,7 +163,7 @@ const maxSentenceBytes = 1000
 // utt_break rule, plus maxSentenceBytes. Each sentence is a substring of
 // text.
 func splitSentences(v *voice, text string) []string {
-	cs := cString(text)
+	cs := C.CString(text)
 	defer C.free(unsafe.Pointer(cs))
 	spans := make([]C.int, 2*64)
 	for {
@@ -197,7 +189,7 @@ func splitSentences(v *voice, text string) []string {
 
 // talkFrames runs a clustergen voice on one sentence and returns its frames.
 func talkFrames(v *voice, sentence string, stretch float32) (*engine.Frames, error) {
-	cs := cString(sentence)
+	cs := C.CString(sentence)
 	defer C.free(unsafe.Pointer(cs))
 	var t C.omni_talk
 	if err := talkErr(C.omni_talk_cg(v.id, cs, C.float(stretch), &t)); err != nil {
@@ -220,7 +212,7 @@ func talkFrames(v *voice, sentence string, stretch float32) (*engine.Frames, err
 // talkSegments runs a diphone voice on one sentence and returns its
 // segments and pitch targets.
 func talkSegments(v *voice, sentence string, stretch float32) (*engine.Segments, error) {
-	cs := cString(sentence)
+	cs := C.CString(sentence)
 	defer C.free(unsafe.Pointer(cs))
 	var t C.omni_talk
 	if err := talkErr(C.omni_talk_diphone(v.id, cs, C.float(stretch), &t)); err != nil {
@@ -297,21 +289,17 @@ type utterance struct{ u *C.cst_utterance }
 // flite_text_to_wave does, after srand(seed). With waveOff the wave
 // synthesis is skipped (text analysis only). The caller frees the result.
 func synthText(v *voice, text string, seed uint32, waveOff bool) (utterance, error) {
-	cs := cString(text)
+	cs := C.CString(text)
 	defer C.free(unsafe.Pointer(cs))
 	off := C.int(0)
 	if waveOff {
 		off = 1
+	} else {
+		lockRandMu()
+		defer unlockRandMu()
 	}
 	var u *C.cst_utterance
-	var rc C.int
-	if waveOff {
-		rc = C.omni_synth_text(v.id, cs, C.uint(seed), off, &u)
-	} else {
-		randMu.Lock()
-		rc = C.omni_synth_text(v.id, cs, C.uint(seed), off, &u)
-		randMu.Unlock()
-	}
+	rc := C.omni_synth_text(v.id, cs, C.uint(seed), off, &u)
 	if err := talkErr(rc); err != nil {
 		return utterance{}, err
 	}
@@ -363,11 +351,11 @@ func (u utterance) words() []uttWord {
 // referenceWave is flite_text_to_wave after srand(seed), with no guard: for
 // tests that compare the engines against flite's one-call path.
 func referenceWave(v *voice, text string, seed uint32) *engine.Audio {
-	cs := cString(text)
+	cs := C.CString(text)
 	defer C.free(unsafe.Pointer(cs))
-	randMu.Lock()
+	lockRandMu()
 	w := C.omni_reference_wave(v.id, cs, C.uint(seed))
-	randMu.Unlock()
+	unlockRandMu()
 	if w == nil {
 		return nil
 	}

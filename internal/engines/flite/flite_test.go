@@ -23,7 +23,7 @@ const (
 	fewSentences  = "Hello there, Mr. Smith. How are you today? I paid $5 on 3/4 for 12 apples!"
 	paragraphText = "Speech synthesis turns written text into sound. " +
 		"A talker predicts the acoustic frames of every sentence, and a vocoder turns those frames into a waveform. " +
-		"Because the two halves are separate, the first sentence can play while the rest is still being computed."
+		"So the first sentence plays sooner."
 )
 
 // newStage builds one replica through the registry, as the runtime does.
@@ -199,6 +199,18 @@ func TestSpeed(t *testing.T) {
 	}
 }
 
+func TestRequestVoice(t *testing.T) {
+	talker, vocoder := talkerFor(t, "slt"), vocoderFor(t, "slt")
+	mid, out := speak(t, talker, vocoder, oneSentence, `{"voice": "rms"}`, "")
+	if mid[0].Frames.Voice != "rms" {
+		t.Errorf("frames of voice %q, want rms", mid[0].Frames.Voice)
+	}
+	rms, _ := lookupVoice("rms")
+	if d := firstDiff(concat(out), referenceWave(rms, oneSentence, DefaultSeed).Samples); d >= 0 {
+		t.Errorf("rms request on an slt stage differs from rms at %d", d)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	var r engine.Registry
 	Register(&r)
@@ -363,13 +375,13 @@ func TestTalkerOddText(t *testing.T) {
 
 func TestCleanText(t *testing.T) {
 	for in, want := range map[string]string{
-		"café":              "cafe",
-		"cafe\u0301":        "cafe",
-		"Straße Ærø":        "Strasse AEro",
+		"café":             "cafe",
+		"cafe\u0301":       "cafe",
+		"Straße Ærø":       "Strasse AEro",
 		"it’s “ok” — yes…": "it's \"ok\"  -  yes...",
-		"a\x07b":            "a b",
-		"x 世界 y":            "x    y",
-		"line\nbreak\ttab":  "line\nbreak\ttab",
+		"a\x07b":           "a b",
+		"x 世界 y":           "x    y",
+		"line\nbreak\ttab": "line\nbreak\ttab",
 	} {
 		got, err := cleanText(in)
 		if err != nil || got != want {
@@ -722,4 +734,39 @@ func TestSplitSentences(t *testing.T) {
 			t.Errorf("splitSentences(%.40q)\n got %q\nwant %q", tc.in, got, tc.want)
 		}
 	}
+}
+
+// FuzzTalker feeds the talker arbitrary text: it must speak it or refuse it
+// with an *engine.InputError, never reach one of flite's exit paths. Plain
+// go test runs the seeds; go test -fuzz FuzzTalker explores.
+func FuzzTalker(f *testing.F) {
+	for _, s := range []string{
+		"$5 on 3/4", "12/31/2020 at 10:30am", "(555) 123-4567", "http://x.com/a?b=c", "a@b.com",
+		"U.S.A. e.g. vs. No. 1990s '90s", "C++ C# x86_64 __init__", "1,000,000.5 -0.5 +5 5+ 5%%",
+		"..5 5.. --5 $$5 1.2.3.4 1:2:3", "''' ~ ^ ` | \\ {} [] <> = * # %", "XIV Dr. St. Mr",
+		"1-800-FLOWERS ZZZZZZZZ qqqq bcdfg", "\n\n\t", "é ß ’ — 世界",
+	} {
+		f.Add(s, uint8(0))
+	}
+	engines := map[engine.Kind][2]engine.Engine{}
+	for _, voice := range []string{"slt", "kal16"} {
+		v, _ := lookupVoice(voice)
+		engines[v.kind] = [2]engine.Engine{talkerFor(f, voice), vocoderFor(f, voice)}
+	}
+	f.Fuzz(func(t *testing.T, s string, which uint8) {
+		voice := Voices()[int(which)%len(Voices())]
+		v, _ := lookupVoice(voice)
+		e := engines[v.kind]
+		mid, err := run(e[0], `{"voice": "`+voice+`"}`, text(s))
+		if err != nil {
+			var ie *engine.InputError
+			if !errors.As(err, &ie) {
+				t.Fatalf("talker: %v", err)
+			}
+			return
+		}
+		if _, err := run(e[1], "", mid...); err != nil {
+			t.Fatalf("vocoder: %v", err)
+		}
+	})
 }

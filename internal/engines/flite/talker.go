@@ -1,15 +1,3 @@
-// Package flite holds the flite speech engines: a talker that turns text
-// into clustergen frames or diphone segments, one chunk per sentence, and a
-// vocoder that turns those chunks into 16 kHz audio. Both drive Debian's
-// flite 2.2 through cgo (cflite.c), in process.
-//
-// The split is exact: with the same seed, talker then vocoder produce the
-// same samples as flite_text_to_wave on each sentence.
-//
-// flite stops the process (exit 255) on some internal errors. This package
-// keeps every caller-supplied value away from those paths: text is cleaned
-// and bounded, frames and segments are validated, and the C layer checks
-// every relation and feature before it reads one.
 package flite
 
 import (

@@ -15,13 +15,17 @@ import (
 // segments (diphone_synth) in, one audio chunk per input chunk out.
 //
 // The clustergen excitation noise comes from libc rand(), one sequence for
-// the whole process. Each synthesis seeds it with the request's seed and
-// holds a process-wide lock from srand to the end of the synthesis, so a
-// given seed always yields the same samples, even under concurrency. The
-// price is that clustergen vocoding runs one chunk at a time per process
-// (about 1.5% of a core per second of speech; see BenchmarkVocoderParallel).
-// Without the lock, concurrent runs would differ from each other only in
-// that noise.
+// the whole process, drawn once per sample. Each synthesis seeds it with the
+// request's seed and holds a process-wide lock from srand to the end of the
+// synthesis, so a given seed always yields the same samples, even under
+// concurrency; without the lock, concurrent runs would differ from a lone
+// run (and from each other) only in that noise, never in length. The lock
+// makes clustergen vocoding one chunk at a time per process, about 1% of a
+// core per second of speech. It costs no measurable throughput: glibc's
+// rand() takes its own lock on every call, so unlocked concurrent runs
+// contend per sample instead (BenchmarkVocoderParallel: 26 ms per sentence
+// locked, 22 to 32 ms unlocked, on 2 cores). Processes do not share rand(),
+// so worker-process replicas scale.
 type Vocoder struct {
 	input engine.Kind
 }
