@@ -1,35 +1,69 @@
-// Package httperr writes errors in the OpenAI error shape and maps the
-// orchestrator's error codes to HTTP statuses, in one place.
+// Package httperr writes errors in the OpenAI error shape and maps every
+// error the server meets (the orchestrator's codes, payload errors, HTTP
+// errors of its own) to an HTTP status, in one place.
 package httperr
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/wire"
 )
 
 // Body is the OpenAI error shape: {"error": {"message", "type", "code"}}.
-type Body struct {
-	Error Detail `json:"error"`
-}
+type Body = wire.ErrorBody
 
 // Detail is the inside of Body.
-type Detail struct {
-	Message string `json:"message"`
-	Type    string `json:"type"`
-	Code    string `json:"code"`
-}
+type Detail = wire.ErrorDetail
 
 // RetryAfterSeconds is the Retry-After sent with a 503.
 const RetryAfterSeconds = 1
+
+// The OpenAI error types.
+const (
+	TypeInvalidRequest = "invalid_request_error"
+	TypeServer         = "server_error"
+)
+
+// Codes of the HTTP layer's own errors (Error.Code), besides the
+// orchestrator's and the payload package's.
+const (
+	CodeInvalidJSON      = "invalid_json"
+	CodeBodyTooLarge     = "body_too_large"
+	CodeUnknownRoute     = "unknown_route"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeInvalidAPIKey    = "invalid_api_key"
+	CodeModelNotFound    = "model_not_found"
+	CodeWrongStage       = "wrong_stage"
+	CodeNotReady         = "not_ready"
+)
+
+// Error is an error of the HTTP layer with its status: bad JSON, an
+// unknown route, a missing API key.
+type Error struct {
+	Status int
+	Code   string
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Errorf returns an *Error with a formatted message.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Msg: fmt.Sprintf(format, args...)}
+}
 
 // Write sends an error with the given status, type and code.
 func Write(w http.ResponseWriter, status int, typ, code, msg string) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
+	h.Del("Content-Length")
 	if status == http.StatusServiceUnavailable {
 		h.Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 	}
@@ -42,31 +76,67 @@ func Write(w http.ResponseWriter, status int, typ, code, msg string) {
 func Status(code orchestrator.Code) (int, string) {
 	switch code {
 	case orchestrator.CodeBadRequest:
-		return http.StatusBadRequest, "invalid_request_error"
+		return http.StatusBadRequest, TypeInvalidRequest
 	case orchestrator.CodeConflict:
-		return http.StatusConflict, "invalid_request_error"
+		return http.StatusConflict, TypeInvalidRequest
 	case orchestrator.CodeNotFound:
-		return http.StatusNotFound, "invalid_request_error"
+		return http.StatusNotFound, TypeInvalidRequest
 	case orchestrator.CodeOverloaded, orchestrator.CodeUnavailable:
-		return http.StatusServiceUnavailable, "server_error"
+		return http.StatusServiceUnavailable, TypeServer
 	case orchestrator.CodeAborted:
 		// The request was aborted on purpose; nginx's 499 "client closed
 		// request" is the usual status for that.
-		return 499, "invalid_request_error"
+		return 499, TypeInvalidRequest
 	case orchestrator.CodeAbortFailed:
 		// The abort is under way but its drain outlasted the timeout.
-		return http.StatusGatewayTimeout, "server_error"
+		return http.StatusGatewayTimeout, TypeServer
 	case orchestrator.CodeReplicaLost:
-		return http.StatusBadGateway, "server_error"
+		return http.StatusBadGateway, TypeServer
 	case orchestrator.CodeDeadline:
-		return http.StatusGatewayTimeout, "server_error"
+		return http.StatusGatewayTimeout, TypeServer
 	}
-	return http.StatusInternalServerError, "server_error"
+	return http.StatusInternalServerError, TypeServer
 }
 
-// WriteError classifies err with orchestrator.CodeOf and writes it.
+// Classify returns the status, OpenAI type and code of any error: an
+// *Error, a *payload.Error (a 413 when too large, otherwise a 400), an
+// *http.MaxBytesError (413), or else whatever orchestrator.CodeOf says.
+func Classify(err error) (status int, typ, code string) {
+	var (
+		he *Error
+		pe *payload.Error
+		me *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &he):
+		return he.Status, typeOf(he.Status), he.Code
+	case errors.As(err, &pe):
+		if pe.Code == payload.CodeTooLarge {
+			return http.StatusRequestEntityTooLarge, TypeInvalidRequest, pe.Code
+		}
+		return http.StatusBadRequest, TypeInvalidRequest, pe.Code
+	case errors.As(err, &me):
+		return http.StatusRequestEntityTooLarge, TypeInvalidRequest, CodeBodyTooLarge
+	}
+	c := orchestrator.CodeOf(err)
+	status, typ = Status(c)
+	return status, typ, string(c)
+}
+
+func typeOf(status int) string {
+	if status >= 500 {
+		return TypeServer
+	}
+	return TypeInvalidRequest
+}
+
+// WriteError classifies err with Classify and writes it.
 func WriteError(w http.ResponseWriter, err error) {
-	code := orchestrator.CodeOf(err)
-	status, typ := Status(code)
-	Write(w, status, typ, string(code), err.Error())
+	status, typ, code := Classify(err)
+	msg := err.Error()
+	var me *http.MaxBytesError
+	if errors.As(err, &me) {
+		msg = fmt.Sprintf("request body is larger than this endpoint's limit of %d bytes", me.Limit)
+	}
+	Write(w, status, typ, code, msg)
 }

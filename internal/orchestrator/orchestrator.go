@@ -45,6 +45,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Logger gets lifecycle and per-request lines; nil discards them.
 	Logger *slog.Logger
+	// RemoteOptions are added to the options of every remote replica (the
+	// payload codec, so remote hops are signed with the server's key).
+	RemoteOptions engine.Options
 }
 
 // Orchestrator runs one pipeline.
@@ -133,7 +136,7 @@ func (o *Orchestrator) buildPool(id int) (*stage.Pool, error) {
 	for i := range d.Replicas {
 		spec.Replica = i
 		if d.Placement == pipeline.PlacementRemote {
-			spec.Options = remoteOptions(d.Options, d.Endpoints[i])
+			spec.Options = o.remoteOptions(d.Options, d.Endpoints[i])
 		}
 		e, err := drv.New(spec)
 		if err != nil {
@@ -147,13 +150,19 @@ func (o *Orchestrator) buildPool(id int) (*stage.Pool, error) {
 	return stage.NewPool(id, name, engines, d.MaxInflight, d.MaxQueue), nil
 }
 
-// remoteOptions are a remote replica's options: the stage's own, plus the
-// endpoint it reaches.
-func remoteOptions(opts engine.Options, endpoint string) engine.Options {
-	out := engine.Options{"endpoint": endpoint}
+// remoteOptions are a remote replica's options: the stage's own from the
+// config, then what the runtime supplies (which wins): the endpoint it
+// reaches, the pipeline it serves and Options.RemoteOptions.
+func (o *Orchestrator) remoteOptions(opts engine.Options, endpoint string) engine.Options {
+	out := engine.Options{}
 	for k, v := range opts {
 		out[k] = v
 	}
+	for k, v := range o.opts.RemoteOptions {
+		out[k] = v
+	}
+	out["endpoint"] = endpoint
+	out["pipeline"] = o.cfg
 	return out
 }
 

@@ -3,7 +3,10 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
@@ -30,7 +33,8 @@ type Prompt struct {
 
 // RunResponse is the answer of POST /v1/run. When Finished is false,
 // StageID names the stage that must receive StageInput next; when true,
-// Output holds every output the request selected.
+// StageID is the stage that ran and Output holds every output the request
+// selected.
 type RunResponse struct {
 	RequestID  string  `json:"request_id"`
 	StageID    int     `json:"stage_id"`
@@ -39,17 +43,221 @@ type RunResponse struct {
 	Output     *Output `json:"output,omitempty"`
 }
 
-// Output is a request's selected outputs, by modality.
+// Output is a request's selected outputs, by modality. Timestamps is
+// present (possibly empty) whenever the timestamps output was selected.
 type Output struct {
 	Audio      *Audio        `json:"audio,omitempty"`
-	Timestamps []engine.Word `json:"timestamps,omitempty"`
+	Timestamps []engine.Word `json:"timestamps,omitzero"`
 	Text       string        `json:"text,omitempty"`
 }
 
-// Audio is a complete audio output: a WAV file, base64 in JSON.
+// Audio is audio in JSON. In a complete output Format is "wav" and Data is
+// a whole WAV file (16-bit mono PCM); in a streamed chunk Format is "pcm"
+// and Data is raw 16-bit little-endian mono samples. Both are base64 in
+// JSON.
 type Audio struct {
-	Format     string `json:"format"` // "wav"
+	Format     string `json:"format"`
 	SampleRate int    `json:"sample_rate"`
 	DurationMs int    `json:"duration_ms"`
 	Data       []byte `json:"data"`
+}
+
+// The Audio formats.
+const (
+	FormatWAV = "wav"
+	FormatPCM = "pcm"
+)
+
+// ErrorBody is the OpenAI error shape every error response uses:
+// {"error": {"message", "type", "code"}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of ErrorBody.
+type ErrorDetail struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+}
+
+// Input is the input of POST /v1/generate: in JSON either a string or a
+// prompt object {"text": "..."}. It marshals as the object.
+type Input struct {
+	Text string `json:"text"`
+}
+
+// UnmarshalJSON accepts a string or a {"text": ...} object and nothing else.
+func (in *Input) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &in.Text)
+	}
+	if len(b) == 0 || b[0] != '{' {
+		return errors.New(`input must be a string or an object {"text": "..."}`)
+	}
+	type plain Input
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var p plain
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf(`input object: %w (want {"text": "..."})`, err)
+	}
+	*in = Input(p)
+	return nil
+}
+
+// StreamMode is how POST /v1/generate streams its answer. In JSON it is
+// false or absent (not streamed), true or "ndjson" (one JSON event per
+// line), or "sse" (server-sent events).
+type StreamMode string
+
+// The stream modes.
+const (
+	StreamOff    StreamMode = ""
+	StreamNDJSON StreamMode = "ndjson"
+	StreamSSE    StreamMode = "sse"
+)
+
+// UnmarshalJSON accepts false, true, null, "ndjson" and "sse".
+func (m *StreamMode) UnmarshalJSON(b []byte) error {
+	switch string(bytes.TrimSpace(b)) {
+	case "false", "null":
+		*m = StreamOff
+	case "true", `"ndjson"`:
+		*m = StreamNDJSON
+	case `"sse"`:
+		*m = StreamSSE
+	default:
+		return fmt.Errorf(`stream must be false, true, "ndjson" or "sse", not %s`, b)
+	}
+	return nil
+}
+
+// MarshalJSON writes false, "ndjson" or "sse".
+func (m StreamMode) MarshalJSON() ([]byte, error) {
+	if m == StreamOff {
+		return []byte("false"), nil
+	}
+	return json.Marshal(string(m))
+}
+
+// GenerateRequest is the body of POST /v1/generate. SamplingParams is
+// indexed by stage id (null entries mean defaults); RequestID may also come
+// in the X-Request-Id header.
+type GenerateRequest struct {
+	Input            *Input            `json:"input"`
+	OutputModalities []string          `json:"output_modalities,omitempty"`
+	SamplingParams   []json.RawMessage `json:"sampling_params,omitempty"`
+	RequestID        string            `json:"request_id,omitempty"`
+	Stream           StreamMode        `json:"stream,omitzero"`
+}
+
+// GenerateResponse is the answer of a POST /v1/generate that is not
+// streamed: every selected output in route order.
+type GenerateResponse struct {
+	RequestID string           `json:"request_id"`
+	Outputs   []GenerateOutput `json:"outputs"`
+}
+
+// GenerateOutput is one selected output. Finished is true for the final
+// stage's output and false for intermediate outputs the request also
+// selected. Exactly one of the Output fields is set, by what the stage
+// produced: Audio (a WAV file), Timestamps or Text.
+type GenerateOutput struct {
+	Stage    int    `json:"stage"`
+	Modality string `json:"modality"`
+	Finished bool   `json:"finished"`
+	Output
+}
+
+// The Event types of a streamed POST /v1/generate.
+const (
+	EventOutput = "output" // one chunk of a selected output
+	EventDone   = "done"   // the request ended; always the last event
+	EventError  = "error"  // the request failed; always the last event
+)
+
+// Event is one event of a streamed POST /v1/generate: one NDJSON line, or
+// the data of one server-sent event. An "output" event carries one chunk:
+// Audio (Format "pcm"), Timestamps or Text, with Final set when the chunk
+// belongs to the final stage's output. The stream ends with one "done" or
+// one "error" event.
+type Event struct {
+	Type      string       `json:"type"`
+	RequestID string       `json:"request_id"`
+	Stage     *int         `json:"stage,omitempty"`
+	Modality  string       `json:"modality,omitempty"`
+	Final     bool         `json:"final,omitempty"`
+	Error     *ErrorDetail `json:"error,omitempty"`
+	Output
+}
+
+// SpeechRequest is the body of POST /v1/audio/speech, OpenAI's shape.
+// Instructions is accepted and ignored.
+type SpeechRequest struct {
+	Model          string   `json:"model"`
+	Input          string   `json:"input"`
+	Voice          string   `json:"voice,omitempty"`
+	ResponseFormat string   `json:"response_format,omitempty"`
+	Speed          *float64 `json:"speed,omitempty"`
+	Instructions   string   `json:"instructions,omitempty"`
+	StreamFormat   string   `json:"stream_format,omitempty"`
+}
+
+// The SpeechEvent types, OpenAI's, plus speech.word_timestamps.
+const (
+	SpeechDelta      = "speech.audio.delta"
+	SpeechDone       = "speech.audio.done"
+	SpeechTimestamps = "speech.word_timestamps"
+	SpeechError      = "error"
+)
+
+// SpeechEvent is the data of one server-sent event of POST
+// /v1/audio/speech with stream_format "sse". A delta carries Audio, raw
+// 16-bit little-endian mono PCM (base64 in JSON); speech.word_timestamps
+// carries Words; speech.audio.done carries Usage and is the last event
+// unless an error event ends the stream.
+type SpeechEvent struct {
+	Type  string        `json:"type"`
+	Audio []byte        `json:"audio,omitempty"`
+	Words []engine.Word `json:"words,omitzero"`
+	Usage *SpeechUsage  `json:"usage,omitempty"`
+	Error *ErrorDetail  `json:"error,omitempty"`
+}
+
+// SpeechUsage is the usage of speech.audio.done. InputTokens counts the
+// input's characters (Unicode code points, what OpenAI's tts-1 bills);
+// OutputTokens is 0, since no audio tokens exist here; AudioDurationMs is
+// the length of the audio sent.
+type SpeechUsage struct {
+	InputTokens     int `json:"input_tokens"`
+	OutputTokens    int `json:"output_tokens"`
+	TotalTokens     int `json:"total_tokens"`
+	AudioDurationMs int `json:"audio_duration_ms"`
+}
+
+// RequestState is the answer of GET and DELETE /v1/requests/{id}.
+type RequestState struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+}
+
+// ModelList is the answer of GET /v1/models, OpenAI's list shape.
+type ModelList struct {
+	Object string  `json:"object"` // "list"
+	Data   []Model `json:"data"`
+}
+
+// Model is one entry of ModelList.
+type Model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"` // "model"
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// Status is the answer of GET /health and GET /ready when all is well.
+type Status struct {
+	Status string `json:"status"`
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/enhance"
 	"github.com/omnistage/omnistage/internal/engines/flite"
+	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/engines/sphinx"
 )
 
@@ -14,6 +15,7 @@ func Register(r *engine.Registry) {
 	flite.Register(r)
 	enhance.Register(r)
 	sphinx.Register(r)
+	remote.Register(r)
 }
 
 // Registry returns a registry holding every shipped engine.

@@ -1,0 +1,168 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/omnistage/omnistage/internal/audio"
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/builtin"
+	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/wire"
+)
+
+// fliteYAML is the real talker and vocoder with the enhance stage, without
+// the aligner: it runs as soon as those engines are built in.
+const fliteYAML = `
+pipeline:
+  name: flite
+  input: text
+  stages:
+    - {id: 0, name: talker,  engine: flite-talker,  input: text,   output: frames}
+    - {id: 1, name: vocoder, engine: flite-vocoder, input: frames, output: audio, final_output: true}
+    - {id: 2, name: enhance, engine: audio-enhance, input: audio,  output: audio, final_output: true}
+deploy:
+  stages:
+    - {id: 2, options: {sample_rate: 24000}}
+`
+
+// realFixture serves a pipeline on the engines internal/engines/builtin
+// registers, or skips the test, naming the missing engine, when the build
+// lacks one.
+func realFixture(t *testing.T, ref, yaml string) *fixture {
+	t.Helper()
+	var cfg *pipeline.Config
+	var err error
+	if ref != "" {
+		cfg, err = pipeline.Load(ref)
+	} else {
+		cfg, err = pipeline.Parse([]byte(yaml), "test.yaml")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	engines := builtin.Registry()
+	for id := range cfg.Route.NumIDs() {
+		if name, _ := cfg.StageSpec(id, 0); !slices.Contains(engines.Names(), name) {
+			t.Skipf("pipeline %s needs engine %s, which internal/engines/builtin does not register in this build (it has %v)", cfg.Pipeline.Name, name, engines.Names())
+		}
+	}
+	reg := prometheus.NewRegistry()
+	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: engines, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := o.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(o, Options{Registry: reg, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	tr := &http.Transport{}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		ts.Close()
+	})
+	return &fixture{t: t, orch: o, srv: srv, ts: ts, url: ts.URL, reg: reg, client: &http.Client{Transport: tr}}
+}
+
+const realText = "The quick brown fox jumps over the lazy dog. It was not amused."
+
+func TestBuiltinSpeech(t *testing.T) {
+	f := realFixture(t, "builtin:tts", "")
+	resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech",
+		map[string]any{"model": "tts-1", "input": realText, "voice": "nova"}, "X-Word-Timestamps", "true")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	a, err := audio.ReadWAV(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := len(a.Samples) * 1000 / a.SampleRate
+	if a.SampleRate != 16000 || ms < 2000 || ms > 10000 {
+		t.Errorf("%d Hz, %d ms of audio", a.SampleRate, ms)
+	}
+	var words []engine.Word
+	if err := json.Unmarshal([]byte(resp.Header.Get("X-Word-Timestamps")), &words); err != nil {
+		t.Fatalf("X-Word-Timestamps %q: %v", resp.Header.Get("X-Word-Timestamps"), err)
+	}
+	if len(words) != len(strings.Fields(realText)) {
+		t.Errorf("%d words: %+v", len(words), words)
+	}
+	last := 0
+	for _, w := range words {
+		if w.StartMs < last || w.EndMs < w.StartMs || w.EndMs > ms {
+			t.Errorf("word %+v after %d ms in %d ms of audio", w, last, ms)
+		}
+		last = w.EndMs
+	}
+}
+
+// TestBuiltinRunChain checks on the real engines that a /v1/run chain and
+// one /v1/generate give the same samples and timestamps.
+func TestBuiltinRunChain(t *testing.T) {
+	for _, tc := range []struct {
+		name, ref, yaml string
+		mods            []string
+	}{
+		{"tts", "builtin:tts", "", []string{"audio", "timestamps"}},
+		{"tts-24k", "builtin:tts-24k", "", []string{"audio", "timestamps"}},
+		{"flite+enhance", "", fliteYAML, []string{"audio"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := realFixture(t, tc.ref, tc.yaml)
+			params := make([]any, f.srv.cfg.Route.NumIDs())
+			params[0] = map[string]any{"voice": "rms", "speed": 1.25}
+			answers := runChain(t, func(int) *fixture { return f }, map[string]any{
+				"stage_input": map[string]any{"text": realText}, "output_modalities": tc.mods, "sampling_params": params,
+			})
+			var gen wire.GenerateResponse
+			f.post("/v1/generate", map[string]any{"input": realText, "output_modalities": tc.mods, "sampling_params": params}, &gen)
+			sameOutputs(t, answers[len(answers)-1].Output, gen)
+		})
+	}
+}
+
+func TestBuiltinSpeechStream(t *testing.T) {
+	f := realFixture(t, "", fliteYAML)
+	var whole, streamed []int16
+	for _, sf := range []string{"", "audio"} {
+		resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech",
+			map[string]any{"model": "flite", "input": realText, "response_format": "pcm", "stream_format": sf})
+		if resp.StatusCode != 200 || resp.Header.Get("X-Sample-Rate") != "24000" {
+			t.Fatalf("stream_format %q: %d, rate %q: %s", sf, resp.StatusCode, resp.Header.Get("X-Sample-Rate"), body)
+		}
+		s, err := audio.PCMSamples(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sf == "" {
+			whole = s
+		} else {
+			streamed = s
+		}
+	}
+	if len(whole) < 24000 || !slices.Equal(whole, streamed) {
+		t.Errorf("whole answer has %d samples, streamed %d, or they differ", len(whole), len(streamed))
+	}
+}

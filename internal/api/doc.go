@@ -1,0 +1,137 @@
+// Package api is omnistage's HTTP server: an OpenAI-compatible speech
+// endpoint, a native generate endpoint, the stateless one-stage /v1/run
+// endpoint, request abort and lookup, and models, health, readiness and
+// metrics. The JSON shapes live in package wire; errors and their statuses
+// in package httperr.
+//
+// # Errors
+//
+// Every error, an unknown route (404) or method (405, with Allow) included,
+// is {"error": {"message", "type", "code"}}: type invalid_request_error for
+// 4xx and server_error for 5xx; code is the orchestrator's (bad_request,
+// conflict, not_found, overloaded, unavailable, aborted, abort_failed,
+// replica_lost, stage_failed, timeout), the payload package's (payload_*),
+// or this package's (invalid_json, body_too_large, unknown_route,
+// method_not_allowed, invalid_api_key, model_not_found, wrong_stage,
+// not_ready). A 503 carries Retry-After. Bad input is a 4xx; a 500 is a
+// bug. A failure after the response headers were sent is logged and ends
+// the stream cleanly, with an in-band error (an error event, or the
+// X-Stream-Error trailer for chunked audio). Streamed answers wait for the
+// first output before sending headers, so a request that fails before
+// producing anything gets a plain error status.
+//
+// Responses of POST endpoints that submit a request carry X-Request-Id.
+// Request ids come from the body's request_id or the X-Request-Id header
+// (both only if equal), else are generated; an id still active is a 409. A
+// client that disconnects aborts its request.
+//
+// # POST /v1/audio/speech
+//
+// OpenAI's request: {"model", "input", "voice", "response_format",
+// "speed", "instructions", "stream_format"}; unknown fields are a 400.
+//
+//   - model: the pipeline's name, or the aliases tts-1, tts-1-hd and
+//     gpt-4o-mini-tts (all the same pipeline); anything else is a 404
+//     model_not_found.
+//   - voice: slt, rms, awb, kal16 (flite), or an OpenAI voice (see Voices:
+//     alloy, coral, nova, sage, shimmer, marin → slt; echo, onyx, ash,
+//     cedar → rms; fable, ballad, verse → awb), any case; omitted means the
+//     stage's configured voice; unknown is a 400.
+//   - speed: 0.25 to 4.0.
+//   - voice and speed become stage 0's sampling params {"voice", "speed"}.
+//   - instructions: accepted and ignored.
+//   - response_format: wav (the default when omitted: OpenAI's default mp3
+//     is not available) or pcm, raw 16-bit little-endian mono at the
+//     pipeline's own rate, which the X-Sample-Rate header states (16000 for
+//     the tts pipeline, 24000 for tts-24k; OpenAI's pcm is always 24 kHz,
+//     so an OpenAI client that assumes 24 kHz should use tts-24k). mp3,
+//     opus, aac and flac are a 400 that names the supported formats.
+//   - stream_format omitted: the whole file, with Content-Length.
+//     "audio": chunked audio, written and flushed per engine chunk as it
+//     is produced; wav starts with a streaming header whose sizes are
+//     0xFFFFFFFF (unknown length). "sse": server-sent events
+//     data: {"type": "speech.audio.delta", "audio": "<base64 PCM>"} per
+//     chunk (raw PCM whatever response_format says), then
+//     data: {"type": "speech.audio.done", "usage": {"input_tokens",
+//     "output_tokens", "total_tokens", "audio_duration_ms"}}, where
+//     input_tokens counts the input's characters and output_tokens is 0.
+//   - Word timestamps: request header X-Word-Timestamps: true adds the
+//     timestamps output. Not streamed, they come as compact ASCII JSON,
+//     [{"word","start_ms","end_ms"}, ...], in the X-Word-Timestamps
+//     response header, up to MaxTimestampsHeader (4 KiB); longer ones are
+//     left out and the X-Word-Timestamps-Omitted header says why and where
+//     to get them. With sse they come as a data: {"type":
+//     "speech.word_timestamps", "words": [...]} event before done. With
+//     stream_format audio they are refused (400): trailers are not read by
+//     most clients, and Go's refuses trailers over 4 KiB.
+//
+// # POST /v1/generate
+//
+// {"input": "text" | {"text": "..."}, "output_modalities": [...],
+// "sampling_params": [by stage id, null for defaults], "request_id": "...",
+// "stream": false | true | "ndjson" | "sse"}. Not streamed, the answer is
+// {"request_id", "outputs": [{"stage", "modality", "finished", "audio" |
+// "timestamps" | "text"}]}: every selected output in route order, finished
+// true for the final stage's output; audio is {"format": "wav",
+// "sample_rate", "duration_ms", "data": base64 WAV}. Streamed (true or
+// "ndjson": one JSON object per line; "sse": each as a data: event), one
+// {"type": "output", "request_id", "stage", "modality", "final", "audio" |
+// "timestamps" | "text"} per chunk as it comes, audio as {"format": "pcm",
+// "sample_rate", "duration_ms", "data": base64 PCM}, then {"type": "done",
+// "request_id"}, or {"type": "error", "request_id", "error": {...}} if the
+// request fails after the first event. The intermediate kinds frames and
+// segments cannot be selected (400).
+//
+// # POST /v1/run
+//
+// Runs exactly one stage, statelessly (see DESIGN.md). Stage 0 takes
+// {"stage_id": 0, "stage_input": {"text"}, "sampling_params",
+// "request_id", "output_modalities"}; a later stage takes only
+// {"stage_id", "stage_input": "<the previous answer's stage_input>"}.
+// A non-final answer is {"request_id", "stage_id": <next stage on the
+// request's route prefix>, "finished": false, "stage_input": "<payload>"};
+// the final one {"request_id", "stage_id": <the stage that ran>,
+// "finished": true, "output": {"audio", "timestamps", "text"}} with every
+// selected output (audio as a WAV). The payload is a package payload
+// envelope: pipeline name and digest, transfer id (the request id, the
+// same along the chain), from/to, the whole sampling_params array, the
+// prompt, the selected outputs and final stage, the outputs carried to the
+// final answer, and the stage's output; HMAC-signed when the codec has a
+// key. A malformed, undecodable, tampered, unsigned (when a key is set),
+// wrong-stage, wrong-pipeline or wrong-version payload, or one that does
+// not fit the route, is a 4xx whose code and message say which, and
+// nothing runs. Params are checked by each stage's engine when its hop
+// runs.
+//
+// # Other endpoints
+//
+//   - DELETE /v1/requests/{id}: abort and wait for the drain: 200
+//     {"id", "state": "aborted"}; 404 unknown; 504 abort_failed when the
+//     drain outlasts the pipeline's abort timeout.
+//   - GET /v1/requests/{id}: {"id", "state": "active" | "aborting" |
+//     "abort_failed"} while the id is held; 404 after.
+//   - GET /v1/models: {"object": "list", "data": [{"id", "object": "model",
+//     "created", "owned_by": "omnistage"}]}: the pipeline, then the aliases.
+//   - GET /health: {"status": "ok"} while the process serves.
+//   - GET /ready: {"status": "ready"} once every replica warmed up; 503
+//     not_ready before that and while shutting down.
+//   - GET /metrics: Prometheus text of the registry: the orchestrator's
+//     metrics, omnistage_http_requests_total{route, code},
+//     omnistage_http_request_duration_seconds{route},
+//     omnistage_http_time_to_first_byte_seconds{route} and
+//     omnistage_http_requests_inflight.
+//
+// A headless stage server (Options.Stage) serves POST /v1/run for its stage
+// only (any other stage_id is a 400 wrong_stage) plus /health, /ready,
+// /metrics and /v1/models; the other endpoints are a 404 that says so.
+//
+// # Limits
+//
+// With Options.APIKey set, every endpoint but /health and /ready needs
+// Authorization: Bearer KEY (compared in constant time); else 401. Bodies
+// are bounded (MaxBody, 1 MiB; MaxRunBody for /v1/run, sized to the
+// codec's largest payload) with a 413 beyond, and read under a deadline.
+// Run adds a read-header timeout, an idle timeout, and a bound on open
+// connections; there is no write timeout that would cut a long stream, but
+// each write must finish within ChunkWriteTimeout.
+package api

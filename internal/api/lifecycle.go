@@ -1,0 +1,149 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// abortGrace is how long Run lets the handlers of aborted requests finish
+// their responses before it closes their connections.
+const abortGrace = 2 * time.Second
+
+// Run serves the API on ln, warms the pipeline (Start; /ready answers 503
+// until it returns), and serves until ctx ends. Then it stops, in this
+// order:
+//
+//  1. /ready answers 503, so load balancers stop sending requests;
+//  2. the listener closes and idle connections are closed, while requests
+//     in flight (streams included) run to their end, for at most
+//     ShutdownTimeout;
+//  3. the orchestrator shuts down: requests still running are aborted and
+//     their stages drained, then every engine is closed;
+//  4. the aborted requests' handlers end their responses (for at most
+//     abortGrace), then connections still open are closed.
+//
+// Run returns nil after a stop caused by ctx, or the error that stopped it
+// (the pipeline failed to warm, the listener failed). It closes ln.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		IdleTimeout:       DefaultIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		// No ReadTimeout or WriteTimeout: either would cut long streams.
+		// Bodies are read under BodyReadTimeout and each write is bounded
+		// by ChunkWriteTimeout, per request.
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(newLimitListener(ln, s.opts.MaxConns)) }()
+	s.log.Info("http server listening", "addr", ln.Addr().String(), "pipeline", s.cfg.Pipeline.Name, "stage", s.stageAttr())
+
+	var runErr error
+	if err := s.orch.Start(ctx); err != nil {
+		if ctx.Err() == nil {
+			runErr = fmt.Errorf("api: %w", err)
+		}
+	} else {
+		select {
+		case <-ctx.Done():
+		case err := <-served:
+			served <- err
+			runErr = fmt.Errorf("api: serve: %w", err)
+		}
+	}
+
+	s.draining.Store(true)
+	s.log.Info("shutting down", "timeout", s.opts.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+	defer cancel()
+	drained := hs.Shutdown(sctx) == nil
+	if !drained {
+		s.log.Warn("requests still running at the shutdown timeout; aborting them")
+	}
+	if err := s.orch.Shutdown(sctx); err != nil {
+		s.log.Error("pipeline shutdown", "err", err)
+		runErr = errors.Join(runErr, fmt.Errorf("api: %w", err))
+	}
+	if !drained {
+		// The aborted requests' handlers now end their responses (an
+		// error event, a trailer); give them a moment to do so.
+		gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), abortGrace)
+		_ = hs.Shutdown(gctx)
+		gcancel()
+	}
+	_ = hs.Close()
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) && runErr == nil {
+		runErr = fmt.Errorf("api: serve: %w", err)
+	}
+	s.log.Info("stopped")
+	return runErr
+}
+
+func (s *Server) stageAttr() slog.Value {
+	if s.opts.Stage == nil {
+		return slog.StringValue("all")
+	}
+	return slog.IntValue(*s.opts.Stage)
+}
+
+// limitListener bounds the connections open at once: Accept waits while
+// max are open.
+type limitListener struct {
+	net.Listener
+	sem       chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newLimitListener(l net.Listener, max int) *limitListener {
+	return &limitListener{Listener: l, sem: make(chan struct{}, max), closed: make(chan struct{})}
+}
+
+// Accept implements net.Listener.
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+// Close implements net.Listener.
+func (l *limitListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// CloseWrite lets the server half-close TCP connections as it does without
+// the wrapper.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

@@ -1,0 +1,286 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/wire"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBody           = 1 << 20
+	DefaultMaxConns          = 1024
+	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultChunkWriteTimeout = 30 * time.Second
+	DefaultBodyReadTimeout   = 60 * time.Second
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+)
+
+// ModelAliases are the OpenAI model names that /v1/audio/speech accepts as
+// aliases of the served pipeline, besides the pipeline's own name.
+var ModelAliases = []string{"tts-1", "tts-1-hd", "gpt-4o-mini-tts"}
+
+// Options configure a Server. The zero value is a full server without an API
+// key, with unsigned payloads and the defaults above.
+type Options struct {
+	// Codec encodes and decodes /v1/run payloads; nil means an unsigned
+	// codec with the default size limit.
+	Codec *payload.Codec
+	// Stage, when set, makes a headless stage server: only stage *Stage's
+	// /v1/run (plus /health, /ready, /metrics, /v1/models) is served.
+	Stage *int
+	// APIKey, when not empty, must be sent as "Authorization: Bearer KEY"
+	// to every endpoint except /health and /ready.
+	APIKey string
+	// Logger gets access logs and failures; nil discards them.
+	Logger *slog.Logger
+	// Registry receives the HTTP metrics, and /metrics serves everything
+	// registered in it (the orchestrator's metrics too, when it was built
+	// with the same registry); nil makes a private one.
+	Registry *prometheus.Registry
+	// MaxBody bounds request bodies other than /v1/run's, in bytes.
+	MaxBody int64
+	// MaxRunBody bounds /v1/run bodies; 0 means the base64 length of the
+	// codec's largest payload plus 1 MiB (about 43.7 MiB for the default
+	// 32 MiB payloads).
+	MaxRunBody int64
+	// MaxConns bounds the connections Run keeps open at once; more wait to
+	// be accepted.
+	MaxConns int
+	// ShutdownTimeout bounds how long Run waits for in-flight requests
+	// when it stops, before it aborts them.
+	ShutdownTimeout time.Duration
+	// ChunkWriteTimeout bounds each write to a client (one chunk of a
+	// stream): a client that stops reading is cut off and its request
+	// aborted.
+	ChunkWriteTimeout time.Duration
+	// BodyReadTimeout bounds reading a request body.
+	BodyReadTimeout time.Duration
+}
+
+// Server is the HTTP API of one orchestrator.
+type Server struct {
+	orch    *orchestrator.Orchestrator
+	cfg     *pipeline.Config
+	opts    Options
+	log     *slog.Logger
+	codec   *payload.Codec
+	digest  [32]byte
+	reg     *prometheus.Registry
+	metrics *httpMetrics
+	keyHash *[sha256.Size]byte
+	models  []string
+	created int64
+	handler http.Handler
+
+	draining atomic.Bool
+}
+
+// New returns the server of o. It does not start o: Run does.
+func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
+	cfg := o.Config()
+	if opts.Stage != nil && !cfg.Route.OnRoute(*opts.Stage) {
+		return nil, fmt.Errorf("api: stage %d is not on the route of pipeline %s (%s): a stage server runs a route stage", *opts.Stage, cfg.Pipeline.Name, cfg.Route)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Codec == nil {
+		opts.Codec = payload.NewCodec(nil)
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	defaultTo(&opts.MaxBody, DefaultMaxBody)
+	defaultTo(&opts.MaxRunBody, int64(base64.RawURLEncoding.EncodedLen(opts.Codec.MaxSize())+1<<20))
+	defaultTo(&opts.MaxConns, DefaultMaxConns)
+	defaultTo(&opts.ShutdownTimeout, DefaultShutdownTimeout)
+	defaultTo(&opts.ChunkWriteTimeout, DefaultChunkWriteTimeout)
+	defaultTo(&opts.BodyReadTimeout, DefaultBodyReadTimeout)
+
+	m, err := newHTTPMetrics(opts.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
+	s := &Server{
+		orch: o, cfg: cfg, opts: opts, log: opts.Logger, codec: opts.Codec,
+		digest: cfg.Digest(), reg: opts.Registry, metrics: m,
+		created: time.Now().Unix(),
+	}
+	if opts.APIKey != "" {
+		h := sha256.Sum256([]byte(opts.APIKey))
+		s.keyHash = &h
+	}
+	s.models = append(s.models, cfg.Pipeline.Name)
+	for _, a := range ModelAliases {
+		if a != cfg.Pipeline.Name {
+			s.models = append(s.models, a)
+		}
+	}
+	s.handler = s.observe(s.routes())
+	return s, nil
+}
+
+func defaultTo[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// routes builds the mux. Patterns carry no methods: each route checks its
+// own, so that a wrong method gets a 405 in the OpenAI error shape.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	handle := func(path string, rt route) { mux.Handle(path, s.route(rt)) }
+	handle("/health", route{name: routeHealth, open: true, methods: methods{http.MethodGet: s.health}})
+	handle("/ready", route{name: routeReady, open: true, methods: methods{http.MethodGet: s.ready}})
+	handle("/metrics", route{name: routeMetrics, methods: methods{http.MethodGet: promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}).ServeHTTP}})
+	handle("/v1/models", route{name: routeModels, methods: methods{http.MethodGet: s.listModels}})
+	handle("/v1/run", route{name: routeRun, maxBody: s.opts.MaxRunBody, methods: methods{http.MethodPost: s.run}})
+	if s.opts.Stage != nil {
+		for _, p := range []string{"/v1/audio/speech", "/v1/generate", "/v1/requests/{id}"} {
+			handle(p, route{name: routeUnmatched, methods: methods{"*": s.stageOnly}})
+		}
+	} else {
+		handle("/v1/audio/speech", route{name: routeSpeech, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.speech}})
+		handle("/v1/generate", route{name: routeGenerate, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.generate}})
+		handle("/v1/requests/{id}", route{name: routeRequests, methods: methods{http.MethodGet: s.lookup, http.MethodDelete: s.abort}})
+	}
+	handle("/", route{name: routeUnmatched, methods: methods{"*": s.notFound}})
+	return mux
+}
+
+// methods maps HTTP methods to handlers; "*" takes every method.
+type methods map[string]http.HandlerFunc
+
+// route is one path of the API.
+type route struct {
+	name    string // the metrics label
+	open    bool   // served without an API key
+	maxBody int64  // 0: the body is not read
+	methods methods
+}
+
+// route wraps rt's handlers with what every route does: the metrics label,
+// the method check, the API key check and the body limit.
+func (s *Server) route(rt route) http.Handler {
+	var allow []string
+	for m := range rt.methods {
+		allow = append(allow, m)
+	}
+	if _, ok := rt.methods[http.MethodGet]; ok {
+		allow = append(allow, http.MethodHead)
+	}
+	slices.Sort(allow)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info(r).route = rt.name
+		h := rt.methods["*"]
+		if h == nil {
+			m := r.Method
+			if m == http.MethodHead {
+				m = http.MethodGet
+			}
+			h = rt.methods[m]
+		}
+		if h == nil {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			s.fail(w, r, httperr.Errorf(http.StatusMethodNotAllowed, httperr.CodeMethodNotAllowed,
+				"method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+			return
+		}
+		if !rt.open && s.keyHash != nil {
+			if err := s.checkKey(r); err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="omnistage"`)
+				s.fail(w, r, err)
+				return
+			}
+		}
+		if rt.maxBody > 0 {
+			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody)
+		}
+		h(w, r)
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, wire.Status{Status: "ok"})
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case s.draining.Load():
+		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "server is shutting down"))
+	case !s.orch.Ready():
+		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "pipeline %s is not ready: its replicas are warming up", s.cfg.Pipeline.Name))
+	default:
+		writeJSON(w, http.StatusOK, wire.Status{Status: "ready"})
+	}
+}
+
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	list := wire.ModelList{Object: "list", Data: make([]wire.Model, 0, len(s.models))}
+	for _, m := range s.models {
+		list.Data = append(list.Data, wire.Model{ID: m, Object: "model", Created: s.created, OwnedBy: "omnistage"})
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.fail(w, r, httperr.Errorf(http.StatusNotFound, httperr.CodeUnknownRoute,
+		"no endpoint %s %s; endpoints: POST /v1/audio/speech, POST /v1/generate, POST /v1/run, GET and DELETE /v1/requests/{id}, GET /v1/models, /health, /ready, /metrics", r.Method, r.URL.Path))
+}
+
+func (s *Server) stageOnly(w http.ResponseWriter, r *http.Request) {
+	n := *s.opts.Stage
+	s.fail(w, r, httperr.Errorf(http.StatusNotFound, httperr.CodeUnknownRoute,
+		"this is a headless stage server for stage %d (%s) of pipeline %s: it serves only POST /v1/run for stage %d, GET /v1/models, /health, /ready and /metrics", n, s.cfg.StageName(n), s.cfg.Pipeline.Name, n))
+}
+
+// checkKey checks the bearer token in constant time. Both sides are hashed
+// first so that the comparison does not reveal the key's length either.
+func (s *Server) checkKey(r *http.Request) error {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		return httperr.Errorf(http.StatusUnauthorized, httperr.CodeInvalidAPIKey, "missing API key: send the header Authorization: Bearer KEY")
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	if subtle.ConstantTimeCompare(got[:], s.keyHash[:]) != 1 {
+		return httperr.Errorf(http.StatusUnauthorized, httperr.CodeInvalidAPIKey, "incorrect API key")
+	}
+	return nil
+}
+
+// fail writes err as the response, logging it when it is the server's
+// fault.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, _, code := httperr.Classify(err)
+	if status >= 500 && status != http.StatusServiceUnavailable {
+		s.log.LogAttrs(r.Context(), slog.LevelError, "request failed", slog.String("request_id", info(r).id), slog.String("code", code), slog.Any("err", err))
+	} else if s.log.Enabled(r.Context(), slog.LevelDebug) {
+		s.log.LogAttrs(r.Context(), slog.LevelDebug, "request refused", slog.String("request_id", info(r).id), slog.Int("status", status), slog.String("code", code), slog.Any("err", err))
+	}
+	httperr.WriteError(w, err)
+}

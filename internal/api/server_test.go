@@ -1,0 +1,357 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/omnistage/omnistage/internal/wire"
+)
+
+func TestUnknownRouteAndMethod(t *testing.T) {
+	f := newFixture(t, setup{yaml: speechYAML})
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code, msg    string
+		allow        string
+	}{
+		{"GET", "/v1/chat/completions", 404, "unknown_route", "no endpoint GET /v1/chat/completions", ""},
+		{"GET", "/", 404, "unknown_route", "endpoints:", ""},
+		{"POST", "/v1/audio/speech/extra", 404, "unknown_route", "no endpoint", ""},
+		{"GET", "/v1/audio/speech", 405, "method_not_allowed", "method GET is not allowed on /v1/audio/speech; use POST", "POST"},
+		{"PUT", "/v1/requests/r1", 405, "method_not_allowed", "use DELETE or GET", "DELETE, GET, HEAD"},
+		{"POST", "/health", 405, "method_not_allowed", "use GET", "GET, HEAD"},
+		{"DELETE", "/v1/run", 405, "method_not_allowed", "use POST", "POST"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			resp, body := f.do(context.Background(), tc.method, tc.path, nil)
+			wantError(t, resp, body, tc.status, tc.code, tc.msg)
+			if tc.allow != "" && resp.Header.Get("Allow") != tc.allow {
+				t.Errorf("Allow %q, want %q", resp.Header.Get("Allow"), tc.allow)
+			}
+		})
+	}
+	if resp, _ := f.do(context.Background(), http.MethodHead, "/health", nil); resp.StatusCode != 200 {
+		t.Errorf("HEAD /health: %d", resp.StatusCode)
+	}
+}
+
+func TestAPIKey(t *testing.T) {
+	const key = "sk-test-0123456789abcdef"
+	f := newFixture(t, setup{yaml: speechYAML, opts: Options{APIKey: key}})
+	speech := map[string]any{"model": "tts-1", "input": "hi"}
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+		auth               string
+		status             int
+	}{
+		{"health open", "GET", "/health", nil, "", 200},
+		{"ready open", "GET", "/ready", nil, "", 200},
+		{"models closed", "GET", "/v1/models", nil, "", 401},
+		{"metrics closed", "GET", "/metrics", nil, "", 401},
+		{"unknown route closed", "GET", "/nope", nil, "", 401},
+		{"speech without key", "POST", "/v1/audio/speech", speech, "", 401},
+		{"speech wrong key", "POST", "/v1/audio/speech", speech, "Bearer sk-test-0123456789abcdeX", 401},
+		{"speech key prefix", "POST", "/v1/audio/speech", speech, "Bearer sk-test", 401},
+		{"speech basic auth", "POST", "/v1/audio/speech", speech, "Basic " + key, 401},
+		{"speech empty bearer", "POST", "/v1/audio/speech", speech, "Bearer ", 401},
+		{"speech with key", "POST", "/v1/audio/speech", speech, "Bearer " + key, 200},
+		{"lower-case scheme", "GET", "/v1/models", nil, "bearer " + key, 200},
+		{"run with key", "POST", "/v1/run", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "hi"}}, "Bearer " + key, 200},
+		{"unknown route with key", "GET", "/nope", nil, "Bearer " + key, 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hdr []string
+			if tc.auth != "" {
+				hdr = []string{"Authorization", tc.auth}
+			}
+			resp, body := f.do(context.Background(), tc.method, tc.path, tc.body, hdr...)
+			if tc.status == 401 {
+				wantError(t, resp, body, 401, "invalid_api_key", "API key")
+				if resp.Header.Get("WWW-Authenticate") == "" {
+					t.Error("no WWW-Authenticate")
+				}
+				return
+			}
+			if resp.StatusCode != tc.status {
+				t.Errorf("status %d, want %d: %s", resp.StatusCode, tc.status, body)
+			}
+		})
+	}
+}
+
+func TestModels(t *testing.T) {
+	f := newFixture(t, setup{yaml: speechYAML})
+	var list wire.ModelList
+	resp, body := f.do(context.Background(), http.MethodGet, "/v1/models", nil)
+	if err := json.Unmarshal(body, &list); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	var ids []string
+	for _, m := range list.Data {
+		if m.Object != "model" || m.OwnedBy != "omnistage" || m.Created == 0 {
+			t.Errorf("model %+v", m)
+		}
+		ids = append(ids, m.ID)
+	}
+	if list.Object != "list" || strings.Join(ids, ",") != "speech,tts-1,tts-1-hd,gpt-4o-mini-tts" {
+		t.Errorf("list %+v", list)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	f := newFixture(t, setup{yaml: speechYAML})
+	f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": "hi there"})
+	f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": "hi", "response_format": "mp3"})
+	f.do(context.Background(), http.MethodGet, "/nowhere", nil)
+	m := f.metricsText()
+	for _, want := range []string{
+		`omnistage_http_requests_total{code="200",route="speech"} 1`,
+		`omnistage_http_requests_total{code="400",route="speech"} 1`,
+		`omnistage_http_requests_total{code="404",route="unmatched"} 1`,
+		`omnistage_http_request_duration_seconds_count{route="speech"} 2`,
+		`omnistage_http_time_to_first_byte_seconds_count{route="speech"} 2`,
+		`omnistage_http_requests_inflight 1`, // this scrape
+		`omnistage_requests_total{outcome="ok"} 1`,
+		`omnistage_stage_bindings{stage="1"} 0`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// runServer runs s on a loopback listener until the returned stop is
+// called; stop returns Run's error.
+func runServer(t *testing.T, s *Server) (url string, stop func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, ln) }()
+	var once atomic.Bool
+	var runErr error
+	stop = func() error {
+		if once.CompareAndSwap(false, true) {
+			cancel()
+			runErr = <-done
+		}
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return "http://" + ln.Addr().String(), stop
+}
+
+func get(t *testing.T, c *http.Client, url string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// newRunFixture builds a server that Run will start: the orchestrator is
+// cold, and Run shuts it down.
+func newRunFixture(t *testing.T, s setup) *Server {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	o := newOrchestrator(t, s, reg)
+	s.opts.Registry = reg
+	if s.opts.Logger == nil {
+		s.opts.Logger = testLogger(t)
+	}
+	srv, err := New(o, s.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+func testClient(t *testing.T) *http.Client {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+func TestReadiness(t *testing.T) {
+	warm := make(chan struct{})
+	srv := newRunFixture(t, setup{yaml: speechYAML, fakes: &fakeHooks{warm: func(name string) error {
+		if name == "test-synth" {
+			<-warm
+		}
+		return nil
+	}}})
+	url, stop := runServer(t, srv)
+	c := testClient(t)
+	eventually(t, "the server to listen", func() bool { code, _ := get(t, c, url+"/health"); return code == 200 })
+	if code, body := get(t, c, url+"/ready"); code != 503 || !strings.Contains(body, "warming up") {
+		t.Errorf("/ready while warming: %d %s", code, body)
+	}
+	resp, err := c.Post(url+"/v1/generate", "application/json", strings.NewReader(`{"input":"too early"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	wantError(t, resp, b, 503, "unavailable", "not ready")
+	close(warm)
+	eventually(t, "/ready", func() bool { code, _ := get(t, c, url+"/ready"); return code == 200 })
+	if code, body := get(t, c, url+"/health"); code != 200 || !strings.Contains(body, `"ok"`) {
+		t.Errorf("/health: %d %s", code, body)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if code, _ := get(t, c, url+"/health"); code != 0 {
+		t.Errorf("still serving after stop: %d", code)
+	}
+}
+
+// TestGracefulShutdown stops a server while a stream is in flight: the
+// stream completes, /ready turns 503 at once, and Run returns nil.
+func TestGracefulShutdown(t *testing.T) {
+	g := newGate()
+	reached := make(chan struct{}, 1)
+	srv := newRunFixture(t, setup{yaml: speechYAML, fakes: &fakeHooks{chunk: func(ctx context.Context, name string, n int) error {
+		if name == "test-synth" && n == 1 {
+			reached <- struct{}{}
+			return g.wait(ctx)
+		}
+		return nil
+	}}})
+	url, stop := runServer(t, srv)
+	c := testClient(t)
+	eventually(t, "/ready", func() bool { code, _ := get(t, c, url+"/ready"); return code == 200 })
+	resp, err := c.Post(url+"/v1/audio/speech", "application/json", strings.NewReader(`{"model":"tts-1","input":"`+hello+`","stream_format":"audio"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	<-reached
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	eventually(t, "draining", func() bool { return srv.draining.Load() })
+	select {
+	case err := <-stopped:
+		t.Fatalf("Run returned %v with a stream in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.open()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 44 + 2*len(expectedSpeech(hello, "slt", 1)); len(body) != want {
+		t.Errorf("stream of %d bytes, want %d", len(body), want)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// TestShutdownTimeout stops a server whose stream never ends: after the
+// shutdown timeout the request is aborted and Run returns.
+func TestShutdownTimeout(t *testing.T) {
+	reached := make(chan struct{}, 1)
+	srv := newRunFixture(t, setup{yaml: speechYAML, opts: Options{ShutdownTimeout: 100 * time.Millisecond}, fakes: &fakeHooks{chunk: func(ctx context.Context, name string, n int) error {
+		if name == "test-synth" && n == 1 {
+			reached <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}}})
+	url, stop := runServer(t, srv)
+	c := testClient(t)
+	eventually(t, "/ready", func() bool { code, _ := get(t, c, url+"/ready"); return code == 200 })
+	resp, err := c.Post(url+"/v1/generate", "application/json", strings.NewReader(`{"input":"`+hello+`","stream":"ndjson"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	<-reached
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("stop took %v", d)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	lines := bytes.Split(bytes.TrimSpace(body), []byte("\n"))
+	var last wire.Event
+	_ = json.Unmarshal(lines[len(lines)-1], &last)
+	if last.Type != wire.EventError || last.Error == nil || last.Error.Code != "unavailable" {
+		t.Errorf("stream ended with %s", lines[len(lines)-1])
+	}
+}
+
+func TestWarmFailure(t *testing.T) {
+	srv := newRunFixture(t, setup{yaml: speechYAML, fakes: &fakeHooks{warm: func(name string) error {
+		if name == "test-align" {
+			return fmt.Errorf("no acoustic model")
+		}
+		return nil
+	}}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.Run(context.Background(), ln)
+	if err == nil || !strings.Contains(err.Error(), "no acoustic model") {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+func TestLimitListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimitListener(ln, 1)
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	c1, _ := net.Dial("tcp", ln.Addr().String())
+	c2, _ := net.Dial("tcp", ln.Addr().String())
+	defer c1.Close()
+	defer c2.Close()
+	first := <-accepted
+	select {
+	case <-accepted:
+		t.Fatal("a second connection was accepted while the first is open")
+	case <-time.After(50 * time.Millisecond):
+	}
+	first.Close()
+	second := <-accepted
+	second.Close()
+	l.Close()
+	for range accepted {
+	}
+}

@@ -1,0 +1,399 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/omnistage/omnistage/internal/audio"
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/wire"
+)
+
+// Voices maps the voice names POST /v1/audio/speech accepts, in any case,
+// to flite voices: the flite voices themselves, and OpenAI's voices mapped
+// to the flite voice nearest in kind (slt is a US female voice, rms a US
+// male, awb a Scottish male; kal16 is a US male diphone voice, which only
+// a pipeline whose talker outputs segments can use).
+var Voices = map[string]string{
+	"slt": "slt", "rms": "rms", "awb": "awb", "kal16": "kal16",
+	"alloy": "slt", "coral": "slt", "nova": "slt", "sage": "slt", "shimmer": "slt", "marin": "slt",
+	"echo": "rms", "onyx": "rms", "ash": "rms", "cedar": "rms",
+	"fable": "awb", "ballad": "awb", "verse": "awb",
+}
+
+// The speech response formats and stream formats.
+const (
+	formatWAV = "wav"
+	formatPCM = "pcm"
+
+	streamWhole = ""
+	streamAudio = "audio"
+	streamSSE   = "sse"
+)
+
+// MinSpeed and MaxSpeed bound the speed of POST /v1/audio/speech, as
+// OpenAI does.
+const (
+	MinSpeed = 0.25
+	MaxSpeed = 4.0
+)
+
+// MaxTimestampsHeader is the longest X-Word-Timestamps response header
+// value. Longer timestamps are left out, and X-Word-Timestamps-Omitted says
+// so: proxies commonly refuse response headers beyond 4 to 8 KiB, and no
+// fallback inside one audio response works with every client (Go's client,
+// for one, refuses HTTP trailers longer than 4 KiB and fails the body).
+// stream_format "sse" and POST /v1/generate carry timestamps of any length.
+const MaxTimestampsHeader = 4 << 10
+
+// maxStreamError bounds the X-Stream-Error trailer.
+const maxStreamError = 1 << 10
+
+// Headers of POST /v1/audio/speech.
+const (
+	headerSampleRate        = "X-Sample-Rate"
+	headerTimestamps        = "X-Word-Timestamps"
+	headerTimestampsOmitted = "X-Word-Timestamps-Omitted"
+	headerStreamError       = "X-Stream-Error"
+)
+
+var errNoAudio = errors.New("the pipeline produced no audio")
+
+// speechPlan is a checked speech request.
+type speechPlan struct {
+	format     string
+	stream     string
+	timestamps bool
+	chars      int
+	req        orchestrator.Request
+}
+
+// talkerParams are the sampling params of the talker stage (stage 0).
+type talkerParams struct {
+	Voice string   `json:"voice,omitempty"`
+	Speed *float64 `json:"speed,omitempty"`
+}
+
+func (s *Server) parseSpeech(r *http.Request, req *wire.SpeechRequest) (*speechPlan, error) {
+	switch {
+	case req.Model == "":
+		return nil, badRequest("model is missing: use one of %s", strings.Join(s.models, ", "))
+	case !slices.Contains(s.models, req.Model):
+		return nil, httperr.Errorf(http.StatusNotFound, httperr.CodeModelNotFound, "model %q is not served here; models: %s", req.Model, strings.Join(s.models, ", "))
+	case req.Input == "":
+		return nil, badRequest("input is missing or empty: send the text to speak")
+	}
+	p := &speechPlan{chars: utf8.RuneCountInString(req.Input)}
+	switch f := strings.ToLower(req.ResponseFormat); f {
+	case "", formatWAV:
+		p.format = formatWAV
+	case formatPCM:
+		p.format = formatPCM
+	case "mp3", "opus", "aac", "flac":
+		return nil, badRequest("response_format %q is not supported: this server sends wav or pcm (raw 16-bit little-endian mono samples at the rate in the X-Sample-Rate header)", req.ResponseFormat)
+	default:
+		return nil, badRequest("unknown response_format %q: use wav or pcm", req.ResponseFormat)
+	}
+	switch f := req.StreamFormat; f {
+	case streamWhole, streamAudio, streamSSE:
+		p.stream = f
+	default:
+		return nil, badRequest("unknown stream_format %q: use audio (chunked audio) or sse (server-sent events)", f)
+	}
+	var tp talkerParams
+	if req.Voice != "" {
+		v, ok := Voices[strings.ToLower(req.Voice)]
+		if !ok {
+			return nil, badRequest("unknown voice %q: voices are slt, rms, awb, kal16 and OpenAI's %s", req.Voice, strings.Join(openAIVoices(), ", "))
+		}
+		tp.Voice = v
+	}
+	if req.Speed != nil {
+		if !(*req.Speed >= MinSpeed && *req.Speed <= MaxSpeed) {
+			return nil, badRequest("speed %g is outside %g..%g", *req.Speed, MinSpeed, MaxSpeed)
+		}
+		tp.Speed = req.Speed
+	}
+	if h := r.Header.Get(headerTimestamps); h != "" {
+		b, err := strconv.ParseBool(h)
+		if err != nil {
+			return nil, badRequest("header %s is %q; want true or false", headerTimestamps, h)
+		}
+		p.timestamps = b
+	}
+	if p.timestamps && p.stream == streamAudio {
+		return nil, badRequest("word timestamps cannot ride on chunked audio (stream_format audio): use stream_format sse, which sends a speech.word_timestamps event, or no stream_format, which sends the %s header", headerTimestamps)
+	}
+	id, err := requestID(r, "")
+	if err != nil {
+		return nil, err
+	}
+	p.req = orchestrator.Request{ID: id, Prompt: engine.Prompt{Text: req.Input}, Modalities: []string{string(engine.KindAudio)}}
+	if p.timestamps {
+		p.req.Modalities = append(p.req.Modalities, string(engine.KindTimestamps))
+	}
+	if tp != (talkerParams{}) {
+		raw, _ := json.Marshal(tp)
+		p.req.Params = make([]json.RawMessage, s.cfg.Route.NumIDs())
+		p.req.Params[0] = raw
+	}
+	return p, nil
+}
+
+func openAIVoices() []string {
+	var names []string
+	for k, v := range Voices {
+		if k != v {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (s *Server) speech(w http.ResponseWriter, r *http.Request) {
+	var req wire.SpeechRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p, err := s.parseSpeech(r, &req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	st, err := s.orch.Submit(r.Context(), p.req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer st.Close()
+	setRequestID(w, r, st.ID())
+	switch p.stream {
+	case streamWhole:
+		s.speechWhole(w, r, st, p)
+	default:
+		s.speechStream(w, r, st, p)
+	}
+}
+
+func contentType(format string) string {
+	if format == formatPCM {
+		return "audio/pcm"
+	}
+	return "audio/wav"
+}
+
+// speechWhole answers with the whole audio file once the request ends,
+// with its length, and the word timestamps in a header when they fit.
+func (s *Server) speechWhole(w http.ResponseWriter, r *http.Request, st *orchestrator.Stream, p *speechPlan) {
+	outs, err := collect(r.Context(), st)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var chunks []engine.Chunk
+	var words []engine.Word
+	for _, o := range outs {
+		for _, c := range o.Chunks {
+			if c.Words != nil {
+				words = append(words, c.Words.Words...)
+			} else if c.Audio != nil {
+				chunks = append(chunks, c)
+			}
+		}
+	}
+	a, err := joinAudio(chunks)
+	if err == nil && a == nil {
+		err = errNoAudio
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", contentType(p.format))
+	h.Set(headerSampleRate, strconv.Itoa(a.SampleRate))
+	n := 2 * len(a.Samples)
+	if p.format == formatWAV {
+		n += audio.WAVHeaderLen
+	}
+	if p.timestamps {
+		if stamps := headerJSON(words); len(stamps) <= MaxTimestampsHeader {
+			h.Set(headerTimestamps, stamps)
+		} else {
+			h.Set(headerTimestampsOmitted, fmt.Sprintf("%d words make %d bytes, more than the %d a header may hold; use stream_format sse or POST /v1/generate", len(words), len(stamps), MaxTimestampsHeader))
+		}
+	}
+	h.Set("Content-Length", strconv.Itoa(n))
+	w.WriteHeader(http.StatusOK)
+	body := s.newBodyWriter(w)
+	defer body.done()
+	if p.format == formatWAV {
+		err = audio.WriteWAV(body, a)
+	} else {
+		err = writePCM(body, a.Samples)
+	}
+	if err != nil {
+		s.streamFailed(r, err)
+	}
+}
+
+// writePCM writes samples as 16-bit little-endian PCM, a block at a time.
+func writePCM(w io.Writer, samples []int16) error {
+	const block = 8192
+	buf := make([]byte, 0, 2*min(block, len(samples)))
+	for len(samples) > 0 {
+		n := min(block, len(samples))
+		buf = audio.AppendPCMBytes(buf[:0], samples[:n])
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+		samples = samples[n:]
+	}
+	return nil
+}
+
+// headerJSON returns words as compact JSON that is safe in an HTTP header:
+// every non-ASCII character is escaped.
+func headerJSON(words []engine.Word) string {
+	if words == nil {
+		words = []engine.Word{}
+	}
+	b, _ := json.Marshal(words)
+	var sb strings.Builder
+	sb.Grow(len(b))
+	for _, c := range string(b) {
+		switch {
+		case c < utf8.RuneSelf:
+			sb.WriteRune(c)
+		case c > 0xFFFF:
+			c -= 0x10000
+			fmt.Fprintf(&sb, `\u%04x\u%04x`, 0xD800+(c>>10), 0xDC00+(c&0x3FF))
+		default:
+			fmt.Fprintf(&sb, `\u%04x`, c)
+		}
+	}
+	return sb.String()
+}
+
+// speechStream sends the audio as it comes: chunked audio (a WAV header
+// of unknown length first, for wav) or server-sent events. The headers
+// wait for the first audio chunk, whose sample rate they state, so a
+// request that fails before any audio gets a plain error status. A failure
+// after that is logged and ends the stream: with an error event for SSE,
+// with the X-Stream-Error trailer for chunked audio (a chunked body that
+// ends cleanly is otherwise indistinguishable from a complete one).
+func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orchestrator.Stream, p *speechPlan) {
+	ctx := r.Context()
+	h := w.Header()
+	body := s.newBodyWriter(w)
+	defer body.done()
+	sse := p.stream == streamSSE
+	ev := &eventWriter{body: body, sse: true}
+	var (
+		started bool
+		rate    int
+		samples int
+		words   []engine.Word
+		buf     []byte
+	)
+	fail := func(err error) {
+		if !started {
+			s.fail(w, r, err)
+			return
+		}
+		s.streamFailed(r, err)
+		_, typ, code := httperr.Classify(err)
+		if sse {
+			_ = ev.send(wire.SpeechEvent{Type: wire.SpeechError, Error: &wire.ErrorDetail{Message: err.Error(), Type: typ, Code: code}})
+		} else {
+			msg := code + ": " + err.Error()
+			if len(msg) > maxStreamError {
+				msg = msg[:maxStreamError]
+			}
+			h.Set(headerStreamError, msg)
+		}
+	}
+	for {
+		o, err := st.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		c := o.Chunk
+		if c.Words != nil {
+			words = append(words, c.Words.Words...)
+			continue
+		}
+		if c.Audio == nil {
+			continue
+		}
+		if !started {
+			rate = c.Audio.SampleRate
+			h.Set(headerSampleRate, strconv.Itoa(rate))
+			if sse {
+				h.Set("Content-Type", "text/event-stream")
+				h.Set("Cache-Control", "no-cache")
+				h.Set("X-Accel-Buffering", "no")
+			} else {
+				h.Set("Content-Type", contentType(p.format))
+				h.Set("Trailer", headerStreamError)
+			}
+			w.WriteHeader(http.StatusOK)
+			started = true
+			if !sse && p.format == formatWAV {
+				buf = audio.AppendWAVHeader(buf, rate, audio.UnknownSize)
+			}
+		} else if c.Audio.SampleRate != rate {
+			fail(fmt.Errorf("audio chunks change sample rate from %d to %d Hz", rate, c.Audio.SampleRate))
+			return
+		}
+		samples += len(c.Audio.Samples)
+		buf = audio.AppendPCMBytes(buf, c.Audio.Samples)
+		if sse {
+			err = ev.send(wire.SpeechEvent{Type: wire.SpeechDelta, Audio: buf})
+		} else {
+			err = body.send(buf)
+		}
+		if err != nil {
+			s.streamFailed(r, err)
+			return
+		}
+		buf = buf[:0]
+	}
+	if !started {
+		fail(errNoAudio)
+		return
+	}
+	if !sse {
+		return
+	}
+	if p.timestamps {
+		if words == nil {
+			words = []engine.Word{}
+		}
+		if err := ev.send(wire.SpeechEvent{Type: wire.SpeechTimestamps, Words: words}); err != nil {
+			s.streamFailed(r, err)
+			return
+		}
+	}
+	err := ev.send(wire.SpeechEvent{Type: wire.SpeechDone, Usage: &wire.SpeechUsage{
+		InputTokens: p.chars, TotalTokens: p.chars, AudioDurationMs: durationMs(samples, rate),
+	}})
+	if err != nil {
+		s.streamFailed(r, err)
+	}
+}

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/omnistage/omnistage/internal/api"
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/builtin"
+	"github.com/omnistage/omnistage/internal/engines/remote"
+	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/payload"
+)
+
+const serveSynopsis = "serve [--config F] [--addr 127.0.0.1:8080] [--stage N] [--payload-key-file F] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--log-level L]"
+
+// payloadKeyEnv names the environment variable that holds the /v1/run
+// payload key when --payload-key-file is not given.
+const payloadKeyEnv = "OMNISTAGE_PAYLOAD_KEY"
+
+func serve(ctx context.Context, env Env, args []string) int {
+	fs := newFlags(env, "serve", serveSynopsis)
+	config := fs.String("config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline)")
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+	stage := fs.Int("stage", -1, "serve only this stage's POST /v1/run: a headless stage server")
+	payloadKeyFile := fs.String("payload-key-file", "", "file holding the key that signs /v1/run payloads (HMAC-SHA256); default: $"+payloadKeyEnv+", or unsigned")
+	apiKeyFile := fs.String("api-key-file", "", "file holding the API key clients must send as a bearer token (/health and /ready stay open)")
+	shutdownTimeout := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "how long a stop waits for requests in flight before aborting them")
+	maxConns := fs.Int("max-conns", api.DefaultMaxConns, "connections open at once; more wait to be accepted")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	pos, status, ok := parse(fs, args)
+	if !ok {
+		return status
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(env.Stderr, "omnistage serve: unexpected argument %q\n", pos[0])
+		return ExitUsage
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage serve: --log-level: %v\n", err)
+		return ExitUsage
+	}
+	if *shutdownTimeout <= 0 || *maxConns <= 0 {
+		fmt.Fprintln(env.Stderr, "omnistage serve: --shutdown-timeout and --max-conns must be positive")
+		return ExitUsage
+	}
+	cfg, err := loadConfig(*config)
+	if err != nil {
+		printConfigError(env.Stderr, err)
+		return ExitUsage
+	}
+	opts := api.Options{ShutdownTimeout: *shutdownTimeout, MaxConns: *maxConns}
+	if *stage != -1 {
+		if !cfg.Route.OnRoute(*stage) {
+			fmt.Fprintf(env.Stderr, "omnistage serve: --stage %d: not a stage on the route of pipeline %s (%s)\n", *stage, cfg.Pipeline.Name, cfg.Route)
+			return ExitUsage
+		}
+		opts.Stage = stage
+	}
+	payloadKey, err := readKey(*payloadKeyFile, env.Getenv)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage serve: --payload-key-file: %v\n", err)
+		return ExitUsage
+	}
+	if *apiKeyFile != "" {
+		if opts.APIKey, err = readKey(*apiKeyFile, nil); err != nil {
+			fmt.Fprintf(env.Stderr, "omnistage serve: --api-key-file: %v\n", err)
+			return ExitUsage
+		}
+	}
+
+	log := slog.New(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	engines := &engine.Registry{}
+	builtin.Register(engines)
+	codec := payload.NewCodec([]byte(payloadKey))
+	orch, err := orchestrator.New(cfg, orchestrator.Options{
+		Registry: engines, Registerer: reg, Logger: log,
+		// Remote stages sign their hops with this server's key.
+		RemoteOptions: engine.Options{remote.OptCodec: codec},
+	})
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
+		return ExitFailure
+	}
+	opts.Logger, opts.Registry = log, reg
+	opts.Codec = codec
+	srv, err := api.New(orch, opts)
+	if err != nil {
+		_ = orch.Shutdown(context.Background())
+		fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
+		return ExitFailure
+	}
+	if payloadKey == "" {
+		log.Warn("/v1/run payloads are not signed: set --payload-key-file or " + payloadKeyEnv + " when stage servers are reachable by others")
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		_ = orch.Shutdown(context.Background())
+		fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
+		return ExitFailure
+	}
+	if err := srv.Run(ctx, ln); err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+// minKeyLen is the shortest key accepted: HMAC keys and bearer tokens
+// shorter than this are guessable.
+const minKeyLen = 16
+
+// readKey reads a key from file, or, when file is "" and getenv is set,
+// from the payload key variable. Surrounding white space is dropped.
+func readKey(file string, getenv func(string) string) (string, error) {
+	var key string
+	switch {
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", err
+		}
+		key = strings.TrimSpace(string(b))
+		if key == "" {
+			return "", fmt.Errorf("%s is empty", file)
+		}
+	case getenv != nil:
+		key = strings.TrimSpace(getenv(payloadKeyEnv))
+		if key == "" {
+			return "", nil
+		}
+	default:
+		return "", errors.New("no key file")
+	}
+	if len(key) < minKeyLen {
+		return "", fmt.Errorf("the key is %d bytes long; use at least %d (e.g. openssl rand -hex 32)", len(key), minKeyLen)
+	}
+	return key, nil
+}
