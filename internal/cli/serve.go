@@ -84,11 +84,16 @@ func serve(ctx context.Context, env Env, args []string) int {
 	engines := &engine.Registry{}
 	builtin.Register(engines)
 	codec := payload.NewCodec([]byte(payloadKey))
-	orch, err := orchestrator.New(cfg, orchestrator.Options{
+	orchOpts := orchestrator.Options{
 		Registry: engines, Registerer: reg, Logger: log,
 		// Remote stages sign their hops with this server's key.
 		RemoteOptions: engine.Options{remote.OptCodec: codec},
-	})
+	}
+	if opts.Stage != nil {
+		// A headless stage server builds and warms only its own stage.
+		orchOpts.Stages = []int{*opts.Stage}
+	}
+	orch, err := orchestrator.New(cfg, orchOpts)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
 		return ExitFailure

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,10 @@ type Options struct {
 	// RemoteOptions are added to the options of every remote replica (the
 	// payload codec, so remote hops are signed with the server's key).
 	RemoteOptions engine.Options
+	// Stages, when not nil, limits the stages built and served to these ids
+	// (a headless stage server builds only its own). Requests that need
+	// another stage are refused as unavailable.
+	Stages []int
 }
 
 // Orchestrator runs one pipeline.
@@ -57,7 +62,8 @@ type Orchestrator struct {
 	opts  Options
 	log   *slog.Logger
 
-	pools   []*stage.Pool // by stage id, the aligner included
+	pools   []*stage.Pool // by stage id, the aligner included; nil for a stage not served here
+	built   []*stage.Pool // the non-nil pools, in id order
 	metrics *metrics
 
 	ready    atomic.Bool
@@ -90,19 +96,29 @@ func New(cfg *pipeline.Config, opts Options) (*Orchestrator, error) {
 		closed:  make(chan struct{}),
 		active:  map[string]*request{},
 	}
+	o.pools = make([]*stage.Pool, cfg.Route.NumIDs())
+	for _, id := range opts.Stages {
+		if id < 0 || id >= len(o.pools) {
+			return nil, fmt.Errorf("orchestrator: no stage %d to serve (stage ids are 0..%d)", id, len(o.pools)-1)
+		}
+	}
 	for id := range cfg.Route.NumIDs() {
+		if opts.Stages != nil && !slices.Contains(opts.Stages, id) {
+			continue
+		}
 		pool, err := o.buildPool(id)
 		if err != nil {
-			for _, p := range o.pools {
+			for _, p := range o.built {
 				p.Close()
 			}
 			return nil, err
 		}
-		o.pools = append(o.pools, pool)
+		o.pools[id] = pool
+		o.built = append(o.built, pool)
 	}
-	m, err := newMetrics(opts.Registerer, o.pools)
+	m, err := newMetrics(opts.Registerer, o.built)
 	if err != nil {
-		for _, p := range o.pools {
+		for _, p := range o.built {
 			p.Close()
 		}
 		return nil, fmt.Errorf("orchestrator: metrics: %w", err)
@@ -171,7 +187,7 @@ func (o *Orchestrator) remoteOptions(opts engine.Options, endpoint string) engin
 // Start returns nil.
 func (o *Orchestrator) Start(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	for _, p := range o.pools {
+	for _, p := range o.built {
 		for _, r := range p.Replicas() {
 			g.Go(func() error {
 				start := time.Now()
@@ -186,7 +202,7 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("orchestrator: %w", err)
 	}
-	for _, p := range o.pools {
+	for _, p := range o.built {
 		for _, r := range p.Replicas() {
 			if w, ok := r.Engine.(engine.Watcher); ok {
 				o.watchers.Add(1)
@@ -265,7 +281,7 @@ func (o *Orchestrator) Shutdown(ctx context.Context) error {
 	o.watchers.Wait()
 	errs := []error{drainErr}
 	if drainErr == nil {
-		for _, p := range o.pools {
+		for _, p := range o.built {
 			errs = append(errs, p.Close())
 		}
 	}
@@ -332,7 +348,7 @@ func (o *Orchestrator) Stats() Stats {
 		}
 	}
 	o.mu.Unlock()
-	for _, p := range o.pools {
+	for _, p := range o.built {
 		ps := p.Stats()
 		s.Stages = append(s.Stages, StageStats{
 			ID: p.Stage, Name: p.Name, OnRoute: o.route.OnRoute(p.Stage),

@@ -785,3 +785,35 @@ func TestMetricsLint(t *testing.T) {
 		t.Errorf("gathered %d series, %v", n, err)
 	}
 }
+
+func TestServeSomeStages(t *testing.T) {
+	cfg := newFixture(t, setup{}).o.cfg
+	reg := engine.Registry{}
+	var warmed atomic.Int32
+	testengine.Register(&reg, &testengine.Hooks{Warm: func(*testengine.Engine) error { warmed.Add(1); return nil }},
+		"test-talker", "test-vocoder", "test-post", "test-aligner")
+	o, err := New(cfg, Options{Registry: &reg, Stages: []int{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer o.Shutdown(context.Background())
+	if warmed.Load() != 1 || len(o.Stats().Stages) != 1 {
+		t.Fatalf("warmed %d replicas, stats %+v; want stage 1 only", warmed.Load(), o.Stats())
+	}
+	s, err := o.Submit(context.Background(), Request{Only: &StageCall{Stage: 1, Input: []engine.Chunk{{Text: &engine.Text{Text: "x"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := collect(t, s); err != nil {
+		t.Fatal(err)
+	}
+	_, err = o.Submit(context.Background(), Request{})
+	codeIs(t, err, CodeUnavailable)
+	contains(t, err, "stage 0 (talker) is not served here")
+	if _, err := New(cfg, Options{Registry: &reg, Stages: []int{9}}); err == nil {
+		t.Error("stage 9 accepted")
+	}
+}
