@@ -61,6 +61,9 @@ func TestMain(m *testing.M) {
 	if shared.a != nil {
 		shared.a.Close()
 	}
+	if sharedRec.r != nil {
+		sharedRec.r.Close()
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)

@@ -57,6 +57,24 @@ func newDecoder(hmm, dict string) (*decoder, error) {
 	return &decoder{ps: ps}, nil
 }
 
+// newLMDecoder creates a decoder for free recognition with the acoustic
+// model in hmm, the n-gram language model lm and the pronunciation
+// dictionary dict.
+func newLMDecoder(hmm, lm, dict string) (*decoder, error) {
+	quietOnce.Do(func() { C.omni_ps_quiet() })
+	ch, cl, cd := C.CString(hmm), C.CString(lm), C.CString(dict)
+	defer C.free(unsafe.Pointer(ch))
+	defer C.free(unsafe.Pointer(cl))
+	defer C.free(unsafe.Pointer(cd))
+	createMu.Lock()
+	ps := C.omni_ps_new_lm(ch, cl, cd)
+	createMu.Unlock()
+	if ps == nil {
+		return nil, fmt.Errorf("decoder: cannot load model %s with language model %s and dictionary %s", hmm, lm, dict)
+	}
+	return &decoder{ps: ps}, nil
+}
+
 // free releases the decoder.
 func (d *decoder) free() {
 	if d.ps != nil {
@@ -158,6 +176,17 @@ func (d *decoder) segments() ([]segment, bool, error) {
 		out[i] = segment{word: C.GoString(words[i]), sf: int(sf[i]), ef: int(ef[i])}
 	}
 	return out, true, nil
+}
+
+// hyp returns the best hypothesis of the utterance just ended, words
+// separated by spaces; "" when there is none.
+func (d *decoder) hyp() (string, error) {
+	h := C.omni_ps_hyp(d.ps)
+	if h == nil {
+		return "", errors.New("decoder: out of memory reading the hypothesis")
+	}
+	defer C.free(unsafe.Pointer(h))
+	return C.GoString(h), nil
 }
 
 // reset removes the grammar, so the decoder holds no memory for the last

@@ -41,6 +41,37 @@ ps_decoder_t *omni_ps_new(const char *hmm, const char *dict)
     return ps;
 }
 
+ps_decoder_t *omni_ps_new_lm(const char *hmm, const char *lm, const char *dict)
+{
+    cmd_ln_t *config;
+    ps_decoder_t *ps;
+
+    /* -remove_noise no: the noise estimate it subtracts is carried from
+     * one utterance to the next, so the same audio was heard differently
+     * after different audio (about one decode in two changed a word).
+     * Otherwise the model's own defaults: this decoder is a generic
+     * recognizer, not tuned to the speech it checks. */
+    config = cmd_ln_init(NULL, ps_args(), TRUE,
+                         "-hmm", hmm,
+                         "-lm", lm,
+                         "-dict", dict,
+                         "-remove_noise", "no",
+                         NULL);
+    if (config == NULL)
+        return NULL;
+    ps = ps_init(config);
+    cmd_ln_free_r(config);
+    return ps;
+}
+
+char *omni_ps_hyp(ps_decoder_t *ps)
+{
+    /* The string belongs to the decoder and lives until its next
+     * utterance. */
+    const char *hyp = ps_get_hyp(ps, NULL);
+    return strdup(hyp != NULL ? hyp : "");
+}
+
 int omni_ps_has_word(ps_decoder_t *ps, const char *word)
 {
     char *p = ps_lookup_word(ps, word);

@@ -10,6 +10,16 @@ void omni_ps_quiet(void);
  * model in hmm and the dictionary dict, or returns NULL. */
 ps_decoder_t *omni_ps_new(const char *hmm, const char *dict);
 
+/* omni_ps_new_lm creates a decoder for free recognition with the acoustic
+ * model in hmm, the n-gram language model lm and the dictionary dict, or
+ * returns NULL. */
+ps_decoder_t *omni_ps_new_lm(const char *hmm, const char *lm, const char *dict);
+
+/* omni_ps_hyp returns a copy of the best hypothesis of the utterance just
+ * ended (words separated by spaces, fillers left out), "" when there is
+ * none, or NULL when memory ran out. The caller frees it. */
+char *omni_ps_hyp(ps_decoder_t *ps);
+
 /* omni_ps_has_word reports whether word is in the decoder's dictionary. */
 int omni_ps_has_word(ps_decoder_t *ps, const char *word);
 

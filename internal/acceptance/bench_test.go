@@ -1,0 +1,215 @@
+package acceptance
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/builtin"
+	"github.com/omnistage/omnistage/internal/engines/enhance"
+	"github.com/omnistage/omnistage/internal/engines/flite"
+	"github.com/omnistage/omnistage/internal/engines/sphinx"
+	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/pipeline"
+)
+
+// benchParagraph is about 10 s of slt speech (the text the sphinx
+// aligner's own benchmark uses); the talker makes three sentences of it,
+// the first about a second long.
+const benchParagraph = "Please call Stella. Ask her to bring these things with her from the store: " +
+	"six spoons of fresh snow peas, five thick slabs of blue cheese, and maybe a snack for her brother Bob."
+
+// oneSentence makes text one sentence for the talker: every mark that
+// may end one (flite breaks at colons and semicolons too) but the last
+// becomes a comma.
+func oneSentence(text string) string {
+	body, last := text[:len(text)-1], text[len(text)-1:]
+	return strings.NewReplacer(".", ",", "!", ",", "?", ",", ":", ",", ";", ",").Replace(body) + last
+}
+
+// reportRTF reports the real-time factor: seconds of computing per
+// second of speech.
+func reportRTF(b *testing.B, speech float64) {
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/speech, "rtf")
+	b.ReportMetric(speech, "speech-s")
+}
+
+func audioOf(chunks []engine.Chunk) *engine.Audio {
+	a := &engine.Audio{}
+	for _, c := range chunks {
+		if c.Audio != nil {
+			a.SampleRate = c.Audio.SampleRate
+			a.Samples = append(a.Samples, c.Audio.Samples...)
+		}
+	}
+	return a
+}
+
+// BenchmarkStage measures each engine of the tts-24k pipeline alone on
+// benchParagraph, called directly with a slice for input and output: the
+// talker on the text, the vocoder on the talker's frames, enhance (to
+// 24 kHz, normalized) and the aligner on the vocoder's audio.
+func BenchmarkStage(b *testing.B) {
+	ctx := context.Background()
+	talker := newTalker(b, "slt")
+	vocoder := newEngine(b, flite.VocoderName, engine.KindFrames, engine.KindAudio, nil)
+	enhancer := newEngine(b, enhance.Name, engine.KindAudio, engine.KindAudio, nil)
+	aligner := newEngine(b, sphinx.Name, engine.KindAudio, engine.KindTimestamps, nil)
+	frames, err := process(ctx, talker, "", textChunk(benchParagraph))
+	if err != nil {
+		b.Fatal(err)
+	}
+	audio, err := process(ctx, vocoder, "", frames...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	speech := seconds(audioOf(audio))
+	stages := []struct {
+		name   string
+		e      engine.Engine
+		prompt string
+		in     []engine.Chunk
+	}{
+		{"talker", talker, "", []engine.Chunk{textChunk(benchParagraph)}},
+		{"vocoder", vocoder, "", frames},
+		{"enhance", enhancer, "", audio},
+		{"aligner", aligner, benchParagraph, audio},
+	}
+	for _, s := range stages {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := process(ctx, s.e, s.prompt, s.in...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRTF(b, speech)
+		})
+	}
+}
+
+// startPipeline starts a built-in pipeline as `omnistage say` does.
+func startPipeline(b *testing.B, name string) *orchestrator.Orchestrator {
+	b.Helper()
+	cfg, err := pipeline.Builtin(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: builtin.Registry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := o.Shutdown(ctx); err != nil {
+			b.Error(err)
+		}
+	})
+	if err := o.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return o
+}
+
+// request runs text through o and returns the seconds of speech and the
+// time from submission to the first audio chunk.
+func request(b *testing.B, o *orchestrator.Orchestrator, text string, modalities ...string) (speech float64, firstAudio time.Duration) {
+	ctx := context.Background()
+	start := time.Now()
+	s, err := o.Submit(ctx, orchestrator.Request{Prompt: engine.Prompt{Text: text}, Modalities: modalities})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var samples, rate, words int
+	for {
+		out, err := s.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if a := out.Chunk.Audio; a != nil {
+			if firstAudio == 0 {
+				firstAudio = time.Since(start)
+			}
+			samples += len(a.Samples)
+			rate = a.SampleRate
+		}
+		if w := out.Chunk.Words; w != nil {
+			words += len(w.Words)
+		}
+	}
+	if samples == 0 {
+		b.Fatal("no audio")
+	}
+	if len(modalities) > 1 && words == 0 {
+		b.Fatal("no timestamps")
+	}
+	return float64(samples) / float64(rate), firstAudio
+}
+
+// BenchmarkPipeline measures the built-in tts pipeline through the
+// orchestrator on benchParagraph, one request at a time: audio only
+// (talker and vocoder streaming a sentence at a time) and audio with
+// timestamps (the aligner after them, on the whole audio).
+func BenchmarkPipeline(b *testing.B) {
+	o := startPipeline(b, "tts")
+	for _, m := range []struct {
+		name       string
+		modalities []string
+	}{
+		{"audio", []string{"audio"}},
+		{"audio+timestamps", []string{"audio", "timestamps"}},
+	} {
+		b.Run(m.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var speech float64
+			for b.Loop() {
+				speech, _ = request(b, o, benchParagraph, m.modalities...)
+			}
+			reportRTF(b, speech)
+		})
+	}
+}
+
+// BenchmarkFirstAudio measures the time from submitting benchParagraph
+// to the first audio chunk through the orchestrator, as the talker
+// streams it a sentence at a time ("sentences") and when the same words
+// are one sentence ("one-sentence": sentence ends made commas), which
+// the talker and the vocoder must finish whole before any audio leaves.
+// Compare the two "ttfa-ms" values of one run.
+func BenchmarkFirstAudio(b *testing.B) {
+	o := startPipeline(b, "tts")
+	whole := oneSentence(benchParagraph)
+	talker := newTalker(b, "slt")
+	for text, want := range map[string]string{benchParagraph: "several", whole: "one"} {
+		chunks, err := process(context.Background(), talker, "", textChunk(text))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if (len(chunks) == 1) != (want == "one") {
+			b.Fatalf("the talker makes %d sentences of %q, want %s", len(chunks), text, want)
+		}
+	}
+	for _, m := range []struct{ name, text string }{
+		{"sentences", benchParagraph},
+		{"one-sentence", whole},
+	} {
+		b.Run(m.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var total time.Duration
+			for b.Loop() {
+				_, first := request(b, o, m.text, "audio")
+				total += first
+			}
+			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ttfa-ms")
+		})
+	}
+}
