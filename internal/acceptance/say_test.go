@@ -32,14 +32,12 @@ var paragraphs = []paragraph{
 		`she added (very quietly): 'Maybe tomorrow?' He didn't answer; he just smiled!`},
 	// Non-ASCII: accents and typographic punctuation are transliterated;
 	// the emoji and the CJK are not English and are dropped, like any
-	// character the talker cannot read (TestUnspeakable). Dropping the
-	// emoji leaves "before ." with the period a token of its own: flite
-	// then keeps "." as a word without phones (it gets a zero-length
-	// timestamp) and does not end the sentence there, so the text is one
-	// utterance, as it is for flite given the same ASCII.
+	// character the talker cannot read (TestUnspeakable). The talker also
+	// closes the gap a dropped character leaves before punctuation
+	// ("before 😀." reads "before."), so the period still ends a sentence.
 	{name: "non-ascii", text: "“We met at the café,” said the naïve reporter — she’d never been to Zürich before 😀. " +
 		"Her notes read 東京 and nothing else… it was a long day.",
-		flite: `"We met at the cafe," said the naive reporter - she'd never been to Zurich before . ` +
+		flite: `"We met at the cafe," said the naive reporter - she'd never been to Zurich before. ` +
 			"Her notes read and nothing else... it was a long day."},
 	{name: "prose", text: "Please call Stella. Ask her to bring these things with her from the store: " +
 		"six spoons of fresh snow peas, five thick slabs of blue cheese, and maybe a snack for her brother Bob. " +

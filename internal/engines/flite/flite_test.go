@@ -382,6 +382,9 @@ func TestCleanText(t *testing.T) {
 		"a\x07b":           "a b",
 		"x 世界 y":           "x    y",
 		"line\nbreak\ttab": "line\nbreak\ttab",
+		"before 😀.":        "before.",
+		"wait , what ?!":   "wait, what?!",
+		"3 . 14 and ...":   "3. 14 and...",
 	} {
 		got, err := cleanText(in)
 		if err != nil || got != want {

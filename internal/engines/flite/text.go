@@ -2,6 +2,7 @@ package flite
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -56,7 +57,9 @@ func cleanText(text string) (string, error) {
 			}
 		}
 	}
-	out := breakLongTokens(b.String())
+	// A dropped character (an emoji, CJK) can leave punctuation standing
+	// alone, which flite would read as a word with no sound: "before ."
+	out := breakLongTokens(spaceBeforePunct.ReplaceAllString(b.String(), "$1$2"))
 	for i := 0; i < len(out) && !speakable; i++ {
 		c := out[i]
 		speakable = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
@@ -66,6 +69,8 @@ func cleanText(text string) (string, error) {
 	}
 	return out, nil
 }
+
+var spaceBeforePunct = regexp.MustCompile(`[ \t]+([.,;:!?]+)(\s|$)`)
 
 // maxTokenBytes bounds a token: flite's letter-to-sound time grows with the
 // square of a word's length (a 2000-letter word took 2 s; 128 letters 11 ms).
