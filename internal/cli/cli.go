@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/builtin"
 )
 
 // Env is what a command runs with.
@@ -18,6 +21,19 @@ type Env struct {
 	Stderr io.Writer
 	// Getenv reads the environment (os.Getenv in main).
 	Getenv func(string) string
+	// Engines adds the engines a pipeline may use to a registry; nil means
+	// builtin.Register, what a release ships. Tests add test engines.
+	Engines func(*engine.Registry)
+}
+
+// registry returns a registry holding the engines env provides.
+func (env Env) registry() *engine.Registry {
+	if env.Engines == nil {
+		return builtin.Registry()
+	}
+	r := &engine.Registry{}
+	env.Engines(r)
+	return r
 }
 
 // Exit statuses.

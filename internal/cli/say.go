@@ -14,7 +14,6 @@ import (
 
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/builtin"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
@@ -63,7 +62,7 @@ func say(ctx context.Context, env Env, args []string) int {
 		logLevel = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: logLevel}))
-	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: builtin.Registry(), Logger: log})
+	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: env.registry(), Logger: log})
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
 		return ExitFailure

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -14,19 +15,31 @@ import (
 
 	"github.com/omnistage/omnistage/internal/api"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/builtin"
 	"github.com/omnistage/omnistage/internal/engines/remote"
+	"github.com/omnistage/omnistage/internal/engines/worker"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 const serveSynopsis = "serve [--config F] [--addr 127.0.0.1:8080] [--stage N] [--payload-key-file F] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--log-level L]"
 
 // payloadKeyEnv names the environment variable that holds the /v1/run
 // payload key when --payload-key-file is not given.
-const payloadKeyEnv = "OMNISTAGE_PAYLOAD_KEY"
+const payloadKeyEnv = worker.PayloadKeyEnv
 
 func serve(ctx context.Context, env Env, args []string) int {
+	// A worker process of a stage with placement process (package
+	// worker) is started with --worker first. It is internal, so it is not
+	// a flag and -h does not list it.
+	asWorker := len(args) > 0 && args[0] == "--worker"
+	if asWorker {
+		args = args[1:]
+	}
+	defaultLevel := "info"
+	if asWorker {
+		defaultLevel = "warn"
+	}
 	fs := newFlags(env, "serve", serveSynopsis)
 	config := fs.String("config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline)")
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
@@ -35,7 +48,7 @@ func serve(ctx context.Context, env Env, args []string) int {
 	apiKeyFile := fs.String("api-key-file", "", "file holding the API key clients must send as a bearer token (/health and /ready stay open)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "how long a stop waits for requests in flight before aborting them")
 	maxConns := fs.Int("max-conns", api.DefaultMaxConns, "connections open at once; more wait to be accepted")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logLevel := fs.String("log-level", defaultLevel, "log level: debug, info, warn or error")
 	pos, status, ok := parse(fs, args)
 	if !ok {
 		return status
@@ -59,7 +72,18 @@ func serve(ctx context.Context, env Env, args []string) int {
 		return ExitUsage
 	}
 	opts := api.Options{ShutdownTimeout: *shutdownTimeout, MaxConns: *maxConns}
-	if *stage != -1 {
+	switch {
+	case asWorker:
+		if err := workerConfig(cfg, *stage); err != nil {
+			fmt.Fprintf(env.Stderr, "omnistage serve --worker: %v\n", err)
+			return ExitUsage
+		}
+		// A stage the route skips is only warmed and health-checked: its
+		// worker serves no /v1/run.
+		if cfg.Route.OnRoute(*stage) {
+			opts.Stage = stage
+		}
+	case *stage != -1:
 		if !cfg.Route.OnRoute(*stage) {
 			fmt.Fprintf(env.Stderr, "omnistage serve: --stage %d: not a stage on the route of pipeline %s (%s)\n", *stage, cfg.Pipeline.Name, cfg.Route)
 			return ExitUsage
@@ -81,15 +105,16 @@ func serve(ctx context.Context, env Env, args []string) int {
 	log := slog.New(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	engines := &engine.Registry{}
-	builtin.Register(engines)
 	codec := payload.NewCodec([]byte(payloadKey))
 	orchOpts := orchestrator.Options{
-		Registry: engines, Registerer: reg, Logger: log,
-		// Remote stages sign their hops with this server's key.
-		RemoteOptions: engine.Options{remote.OptCodec: codec},
+		Registry: env.registry(), Registerer: reg, Logger: log,
+		// Remote stages sign their hops with this server's key; worker
+		// processes write their output where this server does.
+		RemoteOptions: engine.Options{remote.OptCodec: codec, worker.OptStderr: env.Stderr},
 	}
-	if opts.Stage != nil {
+	if asWorker {
+		orchOpts.Stages = []int{*stage}
+	} else if opts.Stage != nil {
 		// A headless stage server builds and warms only its own stage.
 		orchOpts.Stages = []int{*opts.Stage}
 	}
@@ -115,11 +140,40 @@ func serve(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
 		return ExitFailure
 	}
+	if asWorker {
+		// The parent holds the other end of stdin: end of file means it
+		// stopped this worker, or died, and a worker never outlives it.
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		ctx = wctx
+		go func() {
+			_, _ = io.Copy(io.Discard, env.Stdin)
+			cancel()
+		}()
+		if err := worker.Announce(env.Stdout, ln.Addr(), cfg); err != nil {
+			_ = ln.Close()
+			_ = orch.Shutdown(context.Background())
+			fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
+			return ExitFailure
+		}
+	}
 	if err := srv.Run(ctx, ln); err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
 		return ExitFailure
 	}
 	return ExitOK
+}
+
+// workerConfig makes cfg that of a worker process of stage id: the one
+// replica its parent started it for, in this process.
+func workerConfig(cfg *pipeline.Config, id int) error {
+	n := len(cfg.Deploy.Stages)
+	if id < 0 || id >= n {
+		return fmt.Errorf("--stage must name one of the pipeline's stages, 0..%d", n-1)
+	}
+	d := &cfg.Deploy.Stages[id]
+	d.Placement, d.Replicas, d.Endpoints = pipeline.PlacementInproc, 1, nil
+	return nil
 }
 
 // minKeyLen is the shortest key accepted: HMAC keys and bearer tokens

@@ -68,6 +68,13 @@ type Watcher interface {
 	Lost() <-chan struct{}
 }
 
+// LostReasoner is implemented by Watchers that can say why their replica
+// was lost (how a worker process ended). LostErr is called only after Lost
+// is closed.
+type LostReasoner interface {
+	LostErr() error
+}
+
 // ParamsChecker is implemented by engines that can reject a request's
 // sampling params before anything runs. The error should be a *ParamError.
 type ParamsChecker interface {

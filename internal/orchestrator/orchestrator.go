@@ -46,8 +46,10 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Logger gets lifecycle and per-request lines; nil discards them.
 	Logger *slog.Logger
-	// RemoteOptions are added to the options of every remote replica (the
-	// payload codec, so remote hops are signed with the server's key).
+	// RemoteOptions are added to the options of every replica that runs
+	// outside this process: remote replicas (the payload codec, so remote
+	// hops are signed with the server's key) and worker processes (where
+	// their output goes).
 	RemoteOptions engine.Options
 	// Stages, when not nil, limits the stages built and served to these ids
 	// (a headless stage server builds only its own). Requests that need
@@ -131,13 +133,10 @@ func (o *Orchestrator) buildPool(id int) (*stage.Pool, error) {
 	d := o.cfg.Deploy.Stages[id]
 	name := o.cfg.StageName(id)
 	engineName, spec := o.cfg.StageSpec(id, 0)
-	switch d.Placement {
-	case pipeline.PlacementRemote:
+	if d.Placement == pipeline.PlacementRemote {
 		// Each replica is one endpoint: a headless stage server running
 		// this stage, reached through the remote engine.
 		engineName = "remote"
-	case pipeline.PlacementProcess:
-		return nil, fmt.Errorf("stage %d (%s): placement process is not supported yet; use inproc, or remote with a headless stage server (omnistage serve --stage %d)", id, name, id)
 	}
 	drv, ok := o.opts.Registry.Lookup(engineName)
 	if !ok {
@@ -148,11 +147,23 @@ func (o *Orchestrator) buildPool(id int) (*stage.Pool, error) {
 			return nil, fmt.Errorf("stage %d (%s): %w", id, name, err)
 		}
 	}
+	if d.Placement == pipeline.PlacementProcess {
+		// Each replica is a worker process of this program that runs the
+		// stage's engine (found and checked above, before any process
+		// starts), reached through the worker engine.
+		if drv, ok = o.opts.Registry.Lookup("worker"); !ok {
+			return nil, fmt.Errorf("stage %d (%s): placement process needs the worker engine, which is not available in this build", id, name)
+		}
+	}
 	engines := make([]engine.Engine, 0, d.Replicas)
 	for i := range d.Replicas {
 		spec.Replica = i
-		if d.Placement == pipeline.PlacementRemote {
-			spec.Options = o.remoteOptions(d.Options, d.Endpoints[i])
+		switch d.Placement {
+		case pipeline.PlacementRemote:
+			spec.Options = o.replicaOptions(d.Options)
+			spec.Options["endpoint"] = d.Endpoints[i]
+		case pipeline.PlacementProcess:
+			spec.Options = o.replicaOptions(d.Options)
 		}
 		e, err := drv.New(spec)
 		if err != nil {
@@ -166,10 +177,11 @@ func (o *Orchestrator) buildPool(id int) (*stage.Pool, error) {
 	return stage.NewPool(id, name, engines, d.MaxInflight, d.MaxQueue), nil
 }
 
-// remoteOptions are a remote replica's options: the stage's own from the
-// config, then what the runtime supplies (which wins): the endpoint it
-// reaches, the pipeline it serves and Options.RemoteOptions.
-func (o *Orchestrator) remoteOptions(opts engine.Options, endpoint string) engine.Options {
+// replicaOptions are the options of a replica that runs outside this
+// process (remote or worker): the stage's own from the config, then what
+// the runtime supplies (which wins): Options.RemoteOptions and the
+// pipeline it serves. A remote replica also gets its endpoint.
+func (o *Orchestrator) replicaOptions(opts engine.Options) engine.Options {
 	out := engine.Options{}
 	for k, v := range opts {
 		out[k] = v
@@ -177,7 +189,6 @@ func (o *Orchestrator) remoteOptions(opts engine.Options, endpoint string) engin
 	for k, v := range o.opts.RemoteOptions {
 		out[k] = v
 	}
-	out["endpoint"] = endpoint
 	out["pipeline"] = o.cfg
 	return out
 }
@@ -219,7 +230,15 @@ func (o *Orchestrator) watch(p *stage.Pool, r *stage.Replica, lost <-chan struct
 	defer o.watchers.Done()
 	select {
 	case <-lost:
-		o.markLost(p, r, engine.ErrReplicaLost)
+		cause := engine.ErrReplicaLost
+		if lr, ok := r.Engine.(engine.LostReasoner); ok {
+			if err := lr.LostErr(); err != nil && !errors.Is(err, engine.ErrReplicaLost) {
+				cause = fmt.Errorf("%w: %w", engine.ErrReplicaLost, err)
+			} else if err != nil {
+				cause = err
+			}
+		}
+		o.markLost(p, r, cause)
 	case <-o.closing:
 	}
 }

@@ -1,5 +1,6 @@
 // Package builtin registers the engines a release build ships: the real
-// speech engines and the remote engine. Test engines are not among them.
+// speech engines, and the remote and worker engines. Test engines are not
+// among them.
 package builtin
 
 import (
@@ -8,6 +9,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engines/flite"
 	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/engines/sphinx"
+	"github.com/omnistage/omnistage/internal/engines/worker"
 )
 
 // Register adds every shipped engine to r.
@@ -16,6 +18,7 @@ func Register(r *engine.Registry) {
 	enhance.Register(r)
 	sphinx.Register(r)
 	remote.Register(r)
+	worker.Register(r)
 }
 
 // Registry returns a registry holding every shipped engine.

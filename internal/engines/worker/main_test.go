@@ -1,0 +1,186 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/omnistage/omnistage/internal/cli"
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/builtin"
+	"github.com/omnistage/omnistage/internal/engines/testengine"
+	"github.com/omnistage/omnistage/internal/engines/worker"
+	"github.com/omnistage/omnistage/internal/pipeline"
+)
+
+// The test binary is also the worker executable (the worker engine starts
+// os.Executable()): these variables tell a process of it what to be.
+const (
+	// workerEnv set to 1: run the command line (serve --worker ...) with
+	// the test engines, steered by workerHooks.
+	workerEnv = "OMNISTAGE_WORKER_TEST"
+	// parentEnv set to a config file: start a worker for its stage 1,
+	// print the worker's pid and wait to be killed.
+	parentEnv = "OMNISTAGE_WORKER_TEST_PARENT"
+	// hangEnv set to 1: a worker's test engines never finish closing.
+	hangEnv = "OMNISTAGE_WORKER_TEST_HANG"
+	// chattyEnv set to 1: a worker prints a line on stdout before it
+	// announces its address, as a C library may.
+	chattyEnv = "OMNISTAGE_WORKER_TEST_CHATTY"
+)
+
+func TestMain(m *testing.M) {
+	switch {
+	case os.Getenv(parentEnv) != "":
+		os.Exit(runParent(os.Getenv(parentEnv)))
+	case os.Getenv(workerEnv) == "1":
+		os.Exit(runWorker())
+	}
+	// Every worker the tests start inherits these. A race-enabled
+	// program sleeps a second before it exits unless told not to.
+	os.Setenv(workerEnv, "1")
+	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	goleak.VerifyTestMain(m)
+}
+
+// runWorker is main for a worker process.
+func runWorker() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if os.Getenv(chattyEnv) == "1" {
+		fmt.Println("chatter before the announcement")
+	}
+	env := cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Engines: workerEngines}
+	return cli.Main(ctx, env, os.Args[1:])
+}
+
+var testEngines = []string{"test-a", "test-b", "test-c"}
+
+func workerEngines(r *engine.Registry) {
+	builtin.Register(r)
+	testengine.Register(r, workerHooks(), testEngines...)
+}
+
+// workerHooks steer a worker's test engines by the request's tag param:
+//
+//	crash        the process exits with status 3
+//	panic        the process panics
+//	block        the call waits for its cancellation, noting on stderr
+//	             "block: started" and "block: cancelled"
+//	gate:PATH    the call waits until the file PATH exists
+func workerHooks() *testengine.Hooks {
+	return &testengine.Hooks{
+		Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
+			var p testengine.Params
+			_ = engine.DecodeParams(job.Params, &p)
+			switch {
+			case p.Tag == "crash":
+				os.Exit(3)
+			case p.Tag == "panic":
+				panic("the test asked this worker to panic")
+			case p.Tag == "block":
+				fmt.Fprintln(os.Stderr, "block: started")
+				<-ctx.Done()
+				fmt.Fprintln(os.Stderr, "block: cancelled")
+				return ctx.Err()
+			case strings.HasPrefix(p.Tag, "gate:"):
+				for {
+					if _, err := os.Stat(strings.TrimPrefix(p.Tag, "gate:")); err == nil {
+						return nil
+					}
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(5 * time.Millisecond):
+					}
+				}
+			}
+			return nil
+		},
+		Close: func(e *testengine.Engine) {
+			if os.Getenv(hangEnv) == "1" {
+				time.Sleep(time.Hour)
+			}
+		},
+	}
+}
+
+// runParent is main for a parent process that the test kills: it starts a
+// worker for stage 1 of the pipeline in file, prints its pid and waits.
+func runParent(file string) int {
+	os.Unsetenv(parentEnv)
+	cfg, err := pipeline.Load(file)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_, spec := cfg.StageSpec(1, 0)
+	spec.Options = engine.Options{worker.OptPipeline: cfg}
+	e, err := worker.New(spec)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(e.Pid())
+	time.Sleep(time.Hour)
+	return 0
+}
+
+// processGone reports whether process pid has ended: it no longer exists,
+// or it is a zombie (an orphan's new parent may not reap it).
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	// The state follows the command name, which is in parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}
+
+// syncBuffer collects the workers' output.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+var _ io.Writer = (*syncBuffer)(nil)
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// eventually polls cond until it holds or a deadline passes.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
