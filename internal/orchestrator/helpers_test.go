@@ -72,6 +72,11 @@ type setup struct {
 	deploy      string
 	abortAfter  string
 	hooks       testengine.Hooks
+	// newErr, when set, is called before the test engines' New builds a
+	// replica; an error fails the build.
+	newErr func(spec engine.Spec) error
+	// opts, when set, adjusts the orchestrator's options.
+	opts func(*Options)
 }
 
 func newFixture(t *testing.T, s setup) *fixture {
@@ -119,10 +124,28 @@ func newFixture(t *testing.T, s setup) *fixture {
 		}
 		return nil
 	}
-	reg := engine.Registry{}
-	testengine.Register(&reg, &hooks, "test-talker", "test-vocoder", "test-post", "test-aligner")
+	names := []string{"test-talker", "test-vocoder", "test-post", "test-aligner"}
+	reg := &engine.Registry{}
+	testengine.Register(reg, &hooks, names...)
+	if s.newErr != nil {
+		wrapped := &engine.Registry{}
+		for _, name := range names {
+			d, _ := reg.Lookup(name)
+			wrapped.Register(name, engine.Driver{Check: d.Check, New: func(spec engine.Spec) (engine.Engine, error) {
+				if err := s.newErr(spec); err != nil {
+					return nil, err
+				}
+				return d.New(spec)
+			}})
+		}
+		reg = wrapped
+	}
 	preg := prometheus.NewRegistry()
-	o, err := New(cfg, Options{Registry: &reg, Registerer: preg})
+	opts := Options{Registry: reg, Registerer: preg}
+	if s.opts != nil {
+		s.opts(&opts)
+	}
+	o, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

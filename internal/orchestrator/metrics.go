@@ -15,7 +15,10 @@ type metrics struct {
 	lateDropped prometheus.Counter
 	aborts      *prometheus.CounterVec
 	abortDrain  prometheus.Histogram
-	collectors  []prometheus.Collector
+	restarts    *prometheus.CounterVec
+	// restartFailures counts failed attempts to restart a lost replica.
+	restartFailures *prometheus.CounterVec
+	collectors      []prometheus.Collector
 }
 
 func newMetrics(reg prometheus.Registerer, pools []*stage.Pool) (*metrics, error) {
@@ -46,10 +49,22 @@ func newMetrics(reg prometheus.Registerer, pools []*stage.Pool) (*metrics, error
 			Help:    "Time from an abort to the end of its request's drain.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 3, 12),
 		}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "omnistage_replica_restarts_total",
+			Help: "Lost replicas replaced by a new one, by stage.",
+		}, []string{"stage"}),
+		restartFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "omnistage_replica_restart_failures_total",
+			Help: "Attempts to replace a lost replica that failed and were retried, by stage.",
+		}, []string{"stage"}),
 	}
-	m.collectors = []prometheus.Collector{m.requests, m.inflight, m.stageTime, m.lateDropped, m.aborts, m.abortDrain}
+	m.collectors = []prometheus.Collector{m.requests, m.inflight, m.stageTime, m.lateDropped, m.aborts, m.abortDrain, m.restarts, m.restartFailures}
 	for _, p := range pools {
-		labels := prometheus.Labels{"stage": strconv.Itoa(p.Stage)}
+		id := strconv.Itoa(p.Stage)
+		// The restart counters of every stage are exported from zero.
+		m.restarts.WithLabelValues(id)
+		m.restartFailures.WithLabelValues(id)
+		labels := prometheus.Labels{"stage": id}
 		m.collectors = append(m.collectors,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "omnistage_stage_queue_depth", Help: "Requests waiting for a replica of the stage.", ConstLabels: labels,

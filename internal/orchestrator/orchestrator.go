@@ -13,11 +13,34 @@
 // its Stream closed. An abort cancels the request's context, which stops
 // every stage; Abort waits for that drain.
 //
+// # Lost replicas
+//
+// A replica is lost when its engine's Watcher channel closes (a worker
+// process exited, a remote server stopped answering) or a Process call
+// returns an error wrapping engine.ErrReplicaLost. The requests bound to it
+// fail with a *ReplicaLostError; they are not moved. New requests go to the
+// stage's other healthy replicas; when none is left, the requests waiting
+// in the stage's queue fail at once and new ones are refused as
+// unavailable until a replica is back.
+//
+// Each loss starts a restart loop for the lost replica's slot: after a
+// backoff it builds a new engine with the stage's driver (as New did), warms
+// it and puts it in the slot (stage.Pool.Replace), where it takes requests
+// and is watched in turn. A failed attempt closes what it built and waits
+// twice as long before the next, up to Options.RestartBackoffMax. A slot in
+// a crash loop (its replica lost again less than twice RestartBackoffMax
+// after its restart) starts from twice its last backoff: a stage whose
+// replicas keep crashing (an input that crashes every replica it reaches)
+// is restarted ever more slowly rather than in a tight loop.
+// The lost engine is closed once the last request bound to it has ended.
+//
 // # Stop order
 //
-// Shutdown refuses new requests, waits for in-flight ones (aborting those
-// still running when its context ends), then stops the replica watchers and
-// closes every pool's engines.
+// Shutdown refuses new requests and stops the restart loops' waits, waits
+// for in-flight requests (aborting those still running when its context
+// ends), then waits for the replica watchers and restart loops (an attempt
+// already building an engine finishes first) and closes every pool's
+// engines, the lost ones not closed yet included.
 package orchestrator
 
 import (
@@ -25,7 +48,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +80,26 @@ type Options struct {
 	// (a headless stage server builds only its own). Requests that need
 	// another stage are refused as unavailable.
 	Stages []int
+	// RestartBackoff is how long a lost replica's slot waits before the
+	// first attempt to build a new replica in it; zero means
+	// DefaultRestartBackoff, and a negative value disables restarts. The
+	// wait doubles after each failed attempt and for a slot in a crash loop
+	// (see the package documentation), and has up to a fifth added or taken
+	// at random.
+	RestartBackoff time.Duration
+	// RestartBackoffMax caps that wait; zero means DefaultRestartBackoffMax.
+	RestartBackoffMax time.Duration
 }
+
+// Defaults of the restart backoff.
+const (
+	DefaultRestartBackoff    = 200 * time.Millisecond
+	DefaultRestartBackoffMax = 30 * time.Second
+)
+
+// restartWarmTimeout bounds the warm-up of a replica built to replace a
+// lost one; an attempt that outlasts it fails and is retried.
+const restartWarmTimeout = 2 * time.Minute
 
 // Orchestrator runs one pipeline.
 type Orchestrator struct {
@@ -64,20 +108,40 @@ type Orchestrator struct {
 	opts  Options
 	log   *slog.Logger
 
-	pools   []*stage.Pool // by stage id, the aligner included; nil for a stage not served here
-	built   []*stage.Pool // the non-nil pools, in id order
+	pools   []*stage.Pool   // by stage id, the aligner included; nil for a stage not served here
+	makers  []*replicaMaker // by stage id, as pools
+	built   []*stage.Pool   // the non-nil pools, in id order
 	metrics *metrics
 
-	ready    atomic.Bool
-	closing  chan struct{} // closed when Shutdown starts
-	closed   chan struct{} // closed when Shutdown has finished
-	watchers sync.WaitGroup
+	ready   atomic.Bool
+	closing chan struct{}      // closed when Shutdown starts
+	life    context.Context    // cancelled when Shutdown starts
+	stop    context.CancelFunc // cancels life
+	closed  chan struct{}      // closed when Shutdown has finished
+	loops   sync.WaitGroup     // replica watchers and restart loops; Add only under mu, before closing
 
-	mu       sync.Mutex
-	active   map[string]*request
-	inflight int
-	idle     chan struct{} // closed and replaced when inflight drops to zero; nil when none waits
-	nextID   atomic.Uint64
+	mu        sync.Mutex
+	active    map[string]*request
+	inflight  int
+	idle      chan struct{} // closed and replaced when inflight drops to zero; nil when none waits
+	restarted map[slot]restart
+	nextID    atomic.Uint64
+}
+
+// slot is a replica's place in its stage's pool.
+type slot struct{ stage, index int }
+
+// restart is the last successful restart in a slot.
+type restart struct {
+	at      time.Time
+	backoff time.Duration // the backoff it waited, jitter aside
+}
+
+// replicaMaker builds the engines of one stage's replicas.
+type replicaMaker struct {
+	drv    engine.Driver
+	spec   engine.Spec
+	deploy pipeline.DeployStage
 }
 
 // New builds every stage's replicas (skipped stages included) without
@@ -92,13 +156,23 @@ func New(cfg *pipeline.Config, opts Options) (*Orchestrator, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.RestartBackoff == 0 {
+		opts.RestartBackoff = DefaultRestartBackoff
+	}
+	if opts.RestartBackoffMax == 0 {
+		opts.RestartBackoffMax = DefaultRestartBackoffMax
+	}
+	opts.RestartBackoffMax = max(opts.RestartBackoffMax, opts.RestartBackoff)
 	o := &Orchestrator{
 		cfg: cfg, route: cfg.Route, opts: opts, log: opts.Logger,
-		closing: make(chan struct{}),
-		closed:  make(chan struct{}),
-		active:  map[string]*request{},
+		closing:   make(chan struct{}),
+		closed:    make(chan struct{}),
+		active:    map[string]*request{},
+		restarted: map[slot]restart{},
 	}
+	o.life, o.stop = context.WithCancel(context.Background())
 	o.pools = make([]*stage.Pool, cfg.Route.NumIDs())
+	o.makers = make([]*replicaMaker, cfg.Route.NumIDs())
 	for _, id := range opts.Stages {
 		if id < 0 || id >= len(o.pools) {
 			return nil, fmt.Errorf("orchestrator: no stage %d to serve (stage ids are 0..%d)", id, len(o.pools)-1)
@@ -113,6 +187,7 @@ func New(cfg *pipeline.Config, opts Options) (*Orchestrator, error) {
 			for _, p := range o.built {
 				p.Close()
 			}
+			o.stop()
 			return nil, err
 		}
 		o.pools[id] = pool
@@ -123,12 +198,14 @@ func New(cfg *pipeline.Config, opts Options) (*Orchestrator, error) {
 		for _, p := range o.built {
 			p.Close()
 		}
+		o.stop()
 		return nil, fmt.Errorf("orchestrator: metrics: %w", err)
 	}
 	o.metrics = m
 	return o, nil
 }
 
+// buildPool builds stage id's replicas and remembers how, for restarts.
 func (o *Orchestrator) buildPool(id int) (*stage.Pool, error) {
 	d := o.cfg.Deploy.Stages[id]
 	name := o.cfg.StageName(id)
@@ -155,17 +232,10 @@ func (o *Orchestrator) buildPool(id int) (*stage.Pool, error) {
 			return nil, fmt.Errorf("stage %d (%s): placement process needs the worker engine, which is not available in this build", id, name)
 		}
 	}
+	m := &replicaMaker{drv: drv, spec: spec, deploy: d}
 	engines := make([]engine.Engine, 0, d.Replicas)
 	for i := range d.Replicas {
-		spec.Replica = i
-		switch d.Placement {
-		case pipeline.PlacementRemote:
-			spec.Options = o.replicaOptions(d.Options)
-			spec.Options["endpoint"] = d.Endpoints[i]
-		case pipeline.PlacementProcess:
-			spec.Options = o.replicaOptions(d.Options)
-		}
-		e, err := drv.New(spec)
+		e, err := o.newEngine(m, i)
 		if err != nil {
 			for _, e := range engines {
 				e.Close()
@@ -174,7 +244,28 @@ func (o *Orchestrator) buildPool(id int) (*stage.Pool, error) {
 		}
 		engines = append(engines, e)
 	}
-	return stage.NewPool(id, name, engines, d.MaxInflight, d.MaxQueue), nil
+	o.makers[id] = m
+	p := stage.NewPool(id, name, engines, d.MaxInflight, d.MaxQueue)
+	p.RetiredClosed = func(r *stage.Replica, err error) {
+		if err != nil {
+			o.log.Warn("closing a lost replica failed", "replica", r.ID, "err", err)
+		}
+	}
+	return p, nil
+}
+
+// newEngine builds the engine of replica i of m's stage.
+func (o *Orchestrator) newEngine(m *replicaMaker, i int) (engine.Engine, error) {
+	spec := m.spec
+	spec.Replica = i
+	switch m.deploy.Placement {
+	case pipeline.PlacementRemote:
+		spec.Options = o.replicaOptions(m.deploy.Options)
+		spec.Options["endpoint"] = m.deploy.Endpoints[i]
+	case pipeline.PlacementProcess:
+		spec.Options = o.replicaOptions(m.deploy.Options)
+	}
+	return m.drv.New(spec)
 }
 
 // replicaOptions are the options of a replica that runs outside this
@@ -215,10 +306,7 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 	}
 	for _, p := range o.built {
 		for _, r := range p.Replicas() {
-			if w, ok := r.Engine.(engine.Watcher); ok {
-				o.watchers.Add(1)
-				go o.watch(p, r, w.Lost())
-			}
+			o.watchReplica(p, r)
 		}
 	}
 	o.ready.Store(true)
@@ -226,8 +314,33 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 	return nil
 }
 
+// goLoop runs f in a goroutine that Shutdown waits for, unless Shutdown
+// has started; it reports whether it did.
+func (o *Orchestrator) goLoop(f func()) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	select {
+	case <-o.closing:
+		return false
+	default:
+	}
+	o.loops.Add(1)
+	go func() {
+		defer o.loops.Done()
+		f()
+	}()
+	return true
+}
+
+// watchReplica watches r until it is lost or Shutdown starts, if its engine
+// can be lost.
+func (o *Orchestrator) watchReplica(p *stage.Pool, r *stage.Replica) {
+	if w, ok := r.Engine.(engine.Watcher); ok {
+		o.goLoop(func() { o.watch(p, r, w.Lost()) })
+	}
+}
+
 func (o *Orchestrator) watch(p *stage.Pool, r *stage.Replica, lost <-chan struct{}) {
-	defer o.watchers.Done()
 	select {
 	case <-lost:
 		cause := engine.ErrReplicaLost
@@ -243,10 +356,103 @@ func (o *Orchestrator) watch(p *stage.Pool, r *stage.Replica, lost <-chan struct
 	}
 }
 
+// markLost takes r out of service and, the first time, starts its slot's
+// restart loop.
 func (o *Orchestrator) markLost(p *stage.Pool, r *stage.Replica, cause error) {
-	if p.MarkLost(r, cause) {
-		o.log.Warn("replica lost", "replica", r.ID, "err", cause)
+	if !p.MarkLost(r, cause) {
+		return
 	}
+	o.log.Warn("replica lost", "replica", r.ID, "err", cause)
+	if o.opts.RestartBackoff > 0 {
+		o.goLoop(func() { o.restart(p, r, cause) })
+	}
+}
+
+// restart puts a new replica in the slot of lost replica old: it waits a
+// backoff, then builds, warms and installs one, retrying with a doubled
+// backoff until it succeeds or Shutdown starts.
+func (o *Orchestrator) restart(p *stage.Pool, old *stage.Replica, cause error) {
+	k := slot{p.Stage, old.Index}
+	label := strconv.Itoa(p.Stage)
+	backoff := o.firstBackoff(k)
+	delay := jitter(backoff)
+	for attempt := 1; ; attempt++ {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-o.closing:
+			t.Stop()
+			return
+		}
+		start := time.Now()
+		e, err := o.warmEngine(p.Stage, old.Index)
+		if err == nil {
+			// Noted before the new replica can be lost again, so that the
+			// next loop of this slot sees it.
+			o.mu.Lock()
+			o.restarted[k] = restart{at: time.Now(), backoff: backoff}
+			o.mu.Unlock()
+			r, err := p.Replace(old, e)
+			if err != nil {
+				// Only this loop fills the slot, and the pools close after
+				// it returns: this is a bug, and retrying would not help.
+				o.log.Error("replica restart abandoned", "replica", old.ID, "err", err)
+				_ = e.Close()
+				return
+			}
+			o.metrics.restarts.WithLabelValues(label).Inc()
+			o.log.Info("replica restarted", "replica", r.ID, "attempt", attempt, "cause", cause, "took", time.Since(start))
+			o.watchReplica(p, r)
+			return
+		}
+		if o.life.Err() != nil {
+			return // Shutdown interrupted the attempt.
+		}
+		o.metrics.restartFailures.WithLabelValues(label).Inc()
+		backoff = min(2*backoff, o.opts.RestartBackoffMax)
+		delay = jitter(backoff)
+		o.log.Warn("replica restart failed", "replica", old.ID, "attempt", attempt, "cause", cause, "err", err, "retry_in", delay)
+	}
+}
+
+// firstBackoff is the wait before the first attempt to restart the replica
+// in slot k: the initial backoff, or twice the last one when the slot's
+// replica was restarted less than twice the cap ago (a crash loop).
+func (o *Orchestrator) firstBackoff(k slot) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	last, ok := o.restarted[k]
+	if ok && time.Since(last.at) < 2*o.opts.RestartBackoffMax {
+		return min(2*last.backoff, o.opts.RestartBackoffMax)
+	}
+	return o.opts.RestartBackoff
+}
+
+// jitter returns d with up to a fifth of it added or taken at random, so
+// that replicas lost together do not restart in lockstep.
+func jitter(d time.Duration) time.Duration {
+	if f := d / 5; f > 0 {
+		return d - f + rand.N(2*f)
+	}
+	return d
+}
+
+// warmEngine builds and warms a new engine for replica i of a stage. When
+// it fails it closes what it built.
+func (o *Orchestrator) warmEngine(stageID, i int) (engine.Engine, error) {
+	e, err := o.newEngine(o.makers[stageID], i)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(o.life, restartWarmTimeout)
+	defer cancel()
+	if err := e.Warm(ctx); err != nil {
+		if cerr := e.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close: %w", cerr))
+		}
+		return nil, fmt.Errorf("warm: %w", err)
+	}
+	return e, nil
 }
 
 // Ready reports whether every replica has warmed up and the orchestrator
@@ -275,6 +481,7 @@ func (o *Orchestrator) Shutdown(ctx context.Context) error {
 	defer close(o.closed)
 	o.ready.Store(false)
 	close(o.closing)
+	o.stop()
 	o.mu.Unlock()
 
 	var drainErr error
@@ -297,7 +504,7 @@ func (o *Orchestrator) Shutdown(ctx context.Context) error {
 			drainErr = fmt.Errorf("orchestrator: requests still running after shutdown: %w", drainErr)
 		}
 	}
-	o.watchers.Wait()
+	o.loops.Wait()
 	errs := []error{drainErr}
 	if drainErr == nil {
 		for _, p := range o.built {

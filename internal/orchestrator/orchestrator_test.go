@@ -627,9 +627,13 @@ func TestAbortReuseStress(t *testing.T) {
 	}
 }
 
+// noRestartSoon keeps lost replicas lost for the length of a test.
+func noRestartSoon(o *Options) { o.RestartBackoff = time.Hour }
+
 func TestLostReplica(t *testing.T) {
 	release := make(chan struct{})
 	f := newFixture(t, setup{
+		opts:   noRestartSoon,
 		deploy: "  stages:\n    - {id: 1, replicas: 2, max_inflight: 1}",
 		hooks: testengine.Hooks{Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
 			if e.Spec.Name == "vocoder" && strings.HasPrefix(job.RequestID, "hold") {
@@ -699,7 +703,7 @@ func TestLostReplica(t *testing.T) {
 
 func TestLostReplicaDuringProcess(t *testing.T) {
 	// An engine that reports the loss itself, through its error.
-	f := newFixture(t, setup{hooks: testengine.Hooks{Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
+	f := newFixture(t, setup{opts: noRestartSoon, hooks: testengine.Hooks{Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
 		if e.Spec.Name == "post" {
 			return fmt.Errorf("worker exited: %w", engine.ErrReplicaLost)
 		}

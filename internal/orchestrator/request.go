@@ -134,7 +134,7 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 		if o.pools[id] == nil {
 			return nil, newError(CodeUnavailable, "stage %d (%s) is not served here", id, o.cfg.StageName(id))
 		}
-		if c, ok := o.pools[id].Replicas()[0].Engine.(engine.ParamsChecker); ok {
+		if c, ok := o.pools[id].Replica(0).Engine.(engine.ParamsChecker); ok {
 			if err := c.CheckParams(paramAt(req.Params, id)); err != nil {
 				return nil, fmt.Errorf("stage %d (%s): %w", id, o.cfg.StageName(id), err)
 			}

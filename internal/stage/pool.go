@@ -1,5 +1,14 @@
 // Package stage holds the replica pools of a pipeline's stages and the
 // bindings that pin a request to one replica per stage.
+//
+// # Replacing a lost replica
+//
+// A lost replica stays lost: its bindings fail and it takes no new ones.
+// Replace puts a new replica, built on a fresh engine, in its slot (same
+// Index and ID) and retires the lost one. Holders still bound to the
+// retired replica release it as usual; its engine is closed by the Release
+// of its last binding (or by Replace when it has none), so Close is never
+// called while a Process on it may still run, and never twice.
 package stage
 
 import (
@@ -21,9 +30,11 @@ var ErrNoReplica = errors.New("no healthy replica")
 // ErrClosed is returned by a pool that is shutting down.
 var ErrClosed = errors.New("pool closed")
 
-// Replica is one running instance of a stage's engine.
+// Replica is one running instance of a stage's engine. Its exported fields
+// never change: a new engine in the same slot is a new Replica.
 type Replica struct {
-	// ID names the replica in errors and metrics: "vocoder/0".
+	// ID names the replica in errors and metrics: "vocoder/0". A replica
+	// put in a lost one's slot has the same ID and Index.
 	ID     string
 	Stage  int
 	Index  int
@@ -35,6 +46,8 @@ type Replica struct {
 	lost    bool
 	lostErr error
 	bound   map[Holder]struct{}
+	retired bool // replaced: no longer in the pool's slots
+	closed  bool // Engine.Close has been called, or is being called
 }
 
 // Holder is what a binding is held by: a request that must hear when its
@@ -50,9 +63,14 @@ type Holder interface {
 type Pool struct {
 	Stage int
 	Name  string
+	// RetiredClosed, when not nil, is called without locks held with the
+	// result of closing a retired replica's engine, when Replace or Release
+	// closes it (Close reports its own). Set it before the pool is used.
+	RetiredClosed func(r *Replica, err error)
 
 	mu          sync.Mutex
-	replicas    []*Replica
+	replicas    []*Replica // by index; Replace swaps an entry
+	retired     []*Replica // replaced replicas whose engine is not closed yet
 	maxInflight int
 	maxQueue    int
 	waiters     []*waiter
@@ -83,8 +101,19 @@ func NewPool(stageID int, name string, engines []engine.Engine, maxInflight, max
 	return p
 }
 
-// Replicas returns the pool's replicas.
-func (p *Pool) Replicas() []*Replica { return p.replicas }
+// Replicas returns the replicas in the pool's slots now, by index.
+func (p *Pool) Replicas() []*Replica {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*Replica(nil), p.replicas...)
+}
+
+// Replica returns the replica in slot i now.
+func (p *Pool) Replica(i int) *Replica {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.replicas[i]
+}
 
 // Acquire binds h to the least-loaded healthy replica with a free slot,
 // waiting in the stage's queue if all are busy. It fails at once with
@@ -164,16 +193,52 @@ func (p *Pool) bindLocked(r *Replica, h Holder) {
 }
 
 // Release ends h's binding to r and hands the freed slot to the first
-// waiter, if any.
+// waiter, if any. r may have been retired by Replace since h was bound to
+// it: the release of its last binding closes its engine.
 func (p *Pool) Release(r *Replica, h Holder) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if _, ok := r.bound[h]; !ok {
+		p.mu.Unlock()
 		return
 	}
 	delete(r.bound, h)
 	r.load--
+	if r.retired {
+		closeIt := r.load == 0 && p.takeRetiredLocked(r)
+		p.mu.Unlock()
+		if closeIt {
+			p.closeRetired(r)
+		}
+		return
+	}
 	p.grantLocked()
+	p.mu.Unlock()
+}
+
+// takeRetiredLocked claims the closing of retired r's engine, and reports
+// whether the caller got it (Close may have closed it already).
+func (p *Pool) takeRetiredLocked(r *Replica) bool {
+	if r.closed {
+		return false
+	}
+	r.closed = true
+	for i, x := range p.retired {
+		if x == r {
+			p.retired = append(p.retired[:i], p.retired[i+1:]...)
+			break
+		}
+	}
+	return true
+}
+
+func (p *Pool) closeRetired(r *Replica) {
+	err := r.Engine.Close()
+	if err != nil {
+		err = fmt.Errorf("close %s (replaced): %w", r.ID, err)
+	}
+	if p.RetiredClosed != nil {
+		p.RetiredClosed(r, err)
+	}
 }
 
 // grantLocked hands free slots to waiters in order.
@@ -192,7 +257,9 @@ func (p *Pool) grantLocked() {
 
 // MarkLost takes r out of service for good: holders bound to it are told,
 // new requests go to other replicas, and if none is left the waiters fail
-// with ErrNoReplica. It reports whether r was healthy until now.
+// with ErrNoReplica at once rather than wait for a Replace that may never
+// succeed. It reports whether r was healthy until now, which is true for
+// one call per replica.
 func (p *Pool) MarkLost(r *Replica, cause error) bool {
 	p.mu.Lock()
 	if r.lost {
@@ -218,6 +285,43 @@ func (p *Pool) MarkLost(r *Replica, cause error) bool {
 	return true
 }
 
+// Replace puts a new replica running e in the slot of old, which must be
+// lost and still in its slot: the new replica has old's Index and ID, is
+// healthy and has no bindings. Waiting requests are granted slots on it.
+// old is retired: its holders release it as usual, and its engine is closed
+// once the last of them has, or now when it has no binding left. Replace
+// fails, and the caller keeps e, if the pool is closed or old is not a
+// lost replica in its slot.
+func (p *Pool) Replace(old *Replica, e engine.Engine) (*Replica, error) {
+	p.mu.Lock()
+	switch {
+	case p.closed:
+		p.mu.Unlock()
+		return nil, ErrClosed
+	case old.pool != p || old.Index < 0 || old.Index >= len(p.replicas) || p.replicas[old.Index] != old:
+		p.mu.Unlock()
+		return nil, fmt.Errorf("replace %s: not in the pool's slots", old.ID)
+	case !old.lost:
+		p.mu.Unlock()
+		return nil, fmt.Errorf("replace %s: the replica is not lost", old.ID)
+	}
+	r := &Replica{ID: old.ID, Stage: old.Stage, Index: old.Index, Engine: e, pool: p, bound: map[Holder]struct{}{}}
+	p.replicas[old.Index] = r
+	old.retired = true
+	closeOld := false
+	if old.load == 0 {
+		closeOld = p.takeRetiredLocked(old)
+	} else {
+		p.retired = append(p.retired, old)
+	}
+	p.grantLocked()
+	p.mu.Unlock()
+	if closeOld {
+		p.closeRetired(old)
+	}
+	return r, nil
+}
+
 // Healthy reports whether r is still in service.
 func (r *Replica) Healthy() bool {
 	r.pool.mu.Lock()
@@ -233,7 +337,8 @@ type Stats struct {
 	Replicas int
 }
 
-// Stats returns a snapshot of the pool's load.
+// Stats returns a snapshot of the pool's load. Bindings include those
+// still held on retired replicas.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -241,22 +346,37 @@ func (p *Pool) Stats() Stats {
 	for _, r := range p.replicas {
 		s.Bindings += r.load
 	}
+	for _, r := range p.retired {
+		s.Bindings += r.load
+	}
 	return s
 }
 
-// Close refuses new bindings, fails the waiters and closes every replica's
-// engine. The caller ensures no request is still running on the pool.
+// Close refuses new bindings, fails the waiters and closes every engine not
+// closed yet: the replicas' in the slots and the retired ones'. The caller
+// ensures no request is still running on the pool. A second Close closes
+// nothing.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	waiters := p.waiters
 	p.waiters = nil
+	var toClose []*Replica
+	for _, rs := range [][]*Replica{p.replicas, p.retired} {
+		for _, r := range rs {
+			if !r.closed {
+				r.closed = true
+				toClose = append(toClose, r)
+			}
+		}
+	}
+	p.retired = nil
 	p.mu.Unlock()
 	for _, w := range waiters {
 		w.ch <- grant{err: ErrClosed}
 	}
 	var errs []error
-	for _, r := range p.replicas {
+	for _, r := range toClose {
 		if err := r.Engine.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close %s: %w", r.ID, err))
 		}

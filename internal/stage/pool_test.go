@@ -179,3 +179,205 @@ func TestClose(t *testing.T) {
 		t.Errorf("acquire after close = %v", err)
 	}
 }
+
+func TestReplace(t *testing.T) {
+	p := newPool(2, 1, 4)
+	var closedByRelease []string
+	p.RetiredClosed = func(r *Replica, err error) {
+		if err != nil {
+			t.Errorf("close %s: %v", r.ID, err)
+		}
+		closedByRelease = append(closedByRelease, r.ID)
+	}
+	ctx := context.Background()
+	h := &holder{}
+	old, err := p.Acquire(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := &nopEngine{}
+	if _, err := p.Replace(old, fresh); err == nil {
+		t.Error("replaced a healthy replica")
+	}
+	p.MarkLost(old, errors.New("exit 3"))
+	r, err := p.Replace(old, fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r == old || r.ID != old.ID || r.Index != old.Index || r.Engine != fresh || !r.Healthy() || old.Healthy() {
+		t.Fatalf("new replica %+v in the slot of %+v", r, old)
+	}
+	if p.Replica(old.Index) != r || p.Replicas()[old.Index] != r {
+		t.Error("the slot does not hold the new replica")
+	}
+	if _, err := p.Replace(old, &nopEngine{}); err == nil {
+		t.Error("replaced a retired replica a second time")
+	}
+	// The holder still bound to the retired replica holds its binding, and
+	// the retired engine stays open while it does.
+	if st := p.Stats(); st.Bindings != 1 || st.Healthy != 2 || st.Replicas != 2 {
+		t.Errorf("stats = %+v", st)
+	}
+	oldEngine := old.Engine.(*nopEngine)
+	if oldEngine.closed != 0 {
+		t.Fatal("retired engine closed while a binding holds it")
+	}
+	// New requests may use the new replica: both slots take one each.
+	h1, h2 := &holder{}, &holder{}
+	r1, err1 := p.Acquire(ctx, h1)
+	r2, err2 := p.Acquire(ctx, h2)
+	if err1 != nil || err2 != nil || r1 == old || r2 == old || r1 == r2 {
+		t.Fatalf("acquire after replace = %v %v, %v %v", r1, err1, r2, err2)
+	}
+	p.Release(old, h)
+	p.Release(old, h) // a second release is a no-op
+	if oldEngine.closed != 1 || len(closedByRelease) != 1 || closedByRelease[0] != old.ID {
+		t.Errorf("retired engine closed %d times (callbacks %v), want once", oldEngine.closed, closedByRelease)
+	}
+	p.Release(r1, h1)
+	p.Release(r2, h2)
+	if st := p.Stats(); st.Bindings != 0 {
+		t.Errorf("stats = %+v", st)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if oldEngine.closed != 1 || fresh.closed != 1 {
+		t.Errorf("after Close: retired engine closed %d times, new one %d; want once each", oldEngine.closed, fresh.closed)
+	}
+	lost := p.Replica(1)
+	p.MarkLost(lost, errors.New("gone"))
+	if _, err := p.Replace(lost, &nopEngine{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("replace in a closed pool = %v", err)
+	}
+}
+
+func TestReplaceUnboundClosesAtOnce(t *testing.T) {
+	p := newPool(1, 1, 0)
+	var closed []*Replica
+	p.RetiredClosed = func(r *Replica, err error) { closed = append(closed, r) }
+	old := p.Replica(0)
+	p.MarkLost(old, errors.New("gone"))
+	if _, err := p.Acquire(context.Background(), &holder{}); !errors.Is(err, ErrNoReplica) {
+		t.Fatalf("acquire with the only replica lost = %v", err)
+	}
+	r, err := p.Replace(old, &nopEngine{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Engine.(*nopEngine).closed != 1 || len(closed) != 1 || closed[0] != old {
+		t.Errorf("unbound retired engine closed %d times, callbacks %d; want once", old.Engine.(*nopEngine).closed, len(closed))
+	}
+	h := &holder{}
+	if got, err := p.Acquire(context.Background(), h); err != nil || got != r {
+		t.Fatalf("acquire after replace = %v, %v; want the new replica", got, err)
+	}
+	p.Release(r, h)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if old.Engine.(*nopEngine).closed != 1 || r.Engine.(*nopEngine).closed != 1 {
+		t.Error("Close closed an engine twice or not at all")
+	}
+}
+
+func TestReplaceGrantsWaiters(t *testing.T) {
+	p := newPool(2, 1, 2)
+	ctx := context.Background()
+	h0, h1 := &holder{}, &holder{}
+	r0, _ := p.Acquire(ctx, h0)
+	r1, _ := p.Acquire(ctx, h1)
+	type result struct {
+		r   *Replica
+		err error
+	}
+	got := make(chan result, 1)
+	hw := &holder{}
+	go func() {
+		r, err := p.Acquire(ctx, hw)
+		got <- result{r, err}
+	}()
+	waitQueued(t, p, 1)
+	// Another replica is still healthy: the waiter keeps waiting.
+	p.MarkLost(r0, errors.New("gone"))
+	if st := p.Stats(); st.Queued != 1 {
+		t.Fatalf("stats after loss = %+v", st)
+	}
+	fresh, err := p.Replace(r0, &nopEngine{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := <-got
+	if g.err != nil || g.r != fresh {
+		t.Fatalf("waiter got %v, %v; want the new replica", g.r, g.err)
+	}
+	if st := p.Stats(); st.Queued != 0 || st.Bindings != 3 {
+		t.Errorf("stats = %+v", st)
+	}
+	p.Release(fresh, hw)
+	p.Release(r1, h1)
+	p.Release(r0, h0)
+	if st := p.Stats(); st.Bindings != 0 {
+		t.Errorf("stats = %+v", st)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCloseWithRetired(t *testing.T) {
+	p := newPool(1, 1, 0)
+	h := &holder{}
+	old, err := p.Acquire(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.MarkLost(old, errors.New("gone"))
+	r, err := p.Replace(old, &nopEngine{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The binding is never released before Close (a drain that did not
+	// finish): Close closes the retired engine, and a late release does
+	// not close it again.
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p.Release(old, h)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := old.Engine.(*nopEngine).closed, r.Engine.(*nopEngine).closed; n != 1 || m != 1 {
+		t.Errorf("retired engine closed %d times, new one %d; want once each", n, m)
+	}
+}
+
+func TestAcquireFastPathAllocs(t *testing.T) {
+	p := newPool(2, 4, 0)
+	ctx := context.Background()
+	h := &holder{}
+	allocs := testing.AllocsPerRun(100, func() {
+		r, err := p.Acquire(ctx, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Release(r, h)
+	})
+	if allocs != 0 {
+		t.Errorf("Acquire and Release of a free replica allocate %v times", allocs)
+	}
+}
+
+func BenchmarkAcquireRelease(b *testing.B) {
+	p := newPool(2, 4, 0)
+	ctx := context.Background()
+	h := &holder{}
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := p.Acquire(ctx, h)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Release(r, h)
+	}
+}

@@ -37,7 +37,9 @@
 // Process returns errors wrapping engine.ErrReplicaLost that say how the
 // process ended ("exit status 2" after a crash in C code, "signal: killed"
 // after the OOM killer), and the worker's output ends with a line saying
-// the same. A lost worker is not restarted.
+// the same. The engine does not restart a lost worker: the runtime builds
+// a new replica, and so a new worker process, in its place (see package
+// orchestrator).
 //
 // # Stopping
 //

@@ -78,8 +78,8 @@ func (f *fixture) worker(i int) *worker.Engine {
 
 // start builds and starts an orchestrator for cfg with the engines
 // register adds, the remote engine and a worker engine that records its
-// replicas.
-func start(t testing.TB, cfg *pipeline.Config, register func(*engine.Registry)) *fixture {
+// replicas (restarted ones too, in order), adjusting its options with opts.
+func start(t testing.TB, cfg *pipeline.Config, register func(*engine.Registry), opts ...func(*orchestrator.Options)) *fixture {
 	t.Helper()
 	f := &fixture{output: &syncBuffer{}}
 	reg := &engine.Registry{}
@@ -94,7 +94,11 @@ func start(t testing.TB, cfg *pipeline.Config, register func(*engine.Registry)) 
 		}
 		return e, err
 	}})
-	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: reg, RemoteOptions: engine.Options{worker.OptStderr: f.output}})
+	oopts := orchestrator.Options{Registry: reg, RemoteOptions: engine.Options{worker.OptStderr: f.output}}
+	for _, set := range opts {
+		set(&oopts)
+	}
+	o, err := orchestrator.New(cfg, oopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,14 +224,15 @@ func TestProcessMatchesInproc(t *testing.T) {
 // TestCrashLosesOnlyItsWorker crashes one worker in the middle of a request
 // while a request runs on the other: the first fails as replica lost,
 // naming the stage and replica; the second completes, and later requests
-// go to the surviving worker.
+// go to the surviving worker (the crashed one is not restarted within the
+// test).
 func TestCrashLosesOnlyItsWorker(t *testing.T) {
 	for _, tc := range []struct{ tag, state string }{
 		{"crash", "exit status 3"},
 		{"panic", "exit status 2"},
 	} {
 		t.Run(tc.tag, func(t *testing.T) {
-			f := start(t, writeConfig(t, textConfig("process")), registerTestEngines)
+			f := start(t, writeConfig(t, textConfig("process")), registerTestEngines, func(o *orchestrator.Options) { o.RestartBackoff = time.Hour })
 			gate := filepath.Join(t.TempDir(), "gate")
 
 			// Bound to b/0, the least loaded; it waits in its worker.
@@ -290,6 +295,45 @@ func TestCrashLosesOnlyItsWorker(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCrashedWorkerRestarts crashes the only worker of a stage: the request
+// it ran fails as replica lost, then a new worker process takes its place
+// and the stage serves requests again.
+func TestCrashedWorkerRestarts(t *testing.T) {
+	cfg := writeConfig(t, strings.Replace(textConfig("process"), "replicas: 2", "replicas: 1", 1))
+	f := start(t, cfg, registerTestEngines, func(o *orchestrator.Options) {
+		o.RestartBackoff, o.RestartBackoffMax = 10*time.Millisecond, 100*time.Millisecond
+	})
+	crashed := f.worker(0)
+	if r := run(f.o, request("before", "")); r.err != nil {
+		t.Fatal(r.err)
+	}
+	r := run(f.o, request("doomed", "crash"))
+	var lost *orchestrator.ReplicaLostError
+	if !errors.As(r.err, &lost) || lost.Replica != "b/0" {
+		t.Fatalf("crashed request: %v, want replica b/0 lost", r.err)
+	}
+	eventually(t, "a new worker in service", func() bool {
+		f.mu.Lock()
+		n := len(f.workers)
+		f.mu.Unlock()
+		return n == 2 && f.o.Stats().Stages[1].Healthy == 1
+	})
+	fresh := f.worker(1)
+	if fresh.Pid() == crashed.Pid() || processGone(fresh.Pid()) {
+		t.Fatalf("new worker pid %d, crashed one %d", fresh.Pid(), crashed.Pid())
+	}
+	if err := crashed.ExitError(); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("crashed worker: %v, want exit status 3", err)
+	}
+	for i := range 3 {
+		r := run(f.o, request(fmt.Sprint("after ", i), ""))
+		if r.err != nil || len(r.chunks) != 2 || !strings.Contains(r.chunks[0], "|b.0|") {
+			t.Fatalf("request after the restart: %q, %v", r.text(), r.err)
+		}
+	}
+	eventually(t, "the crashed worker to be reaped", func() bool { return processGone(crashed.Pid()) })
 }
 
 // TestCancelReachesWorker cancels a request whose stage 1 runs in a
