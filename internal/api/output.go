@@ -3,9 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -17,29 +15,18 @@ import (
 	"github.com/omnistage/omnistage/internal/wire"
 )
 
-// collect reads st to its end and returns its outputs, one per selected
-// output in route order, each with its chunks in the order they came.
+// collect reads a request's stream to its end and returns its selected
+// outputs in the payload's form.
 func collect(ctx context.Context, st *orchestrator.Stream) ([]payload.Output, error) {
-	sel := st.Selection()
-	outs := make([]payload.Output, len(sel.Outputs))
-	for i, o := range sel.Outputs {
-		outs[i] = payload.Output{Stage: o.Stage, Kind: o.Kind}
+	res, err := st.Collect(ctx)
+	if err != nil {
+		return nil, err
 	}
-	for {
-		o, err := st.Recv(ctx)
-		if errors.Is(err, io.EOF) {
-			return outs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		for i := range outs {
-			if outs[i].Stage == o.Stage {
-				outs[i].Chunks = append(outs[i].Chunks, o.Chunk)
-				break
-			}
-		}
+	outs := make([]payload.Output, len(res))
+	for i, r := range res {
+		outs[i] = payload.Output{Stage: r.Stage, Kind: r.Kind, Chunks: r.Chunks}
 	}
+	return outs, nil
 }
 
 // checkModalities refuses output modalities that JSON answers cannot
@@ -53,30 +40,6 @@ func checkModalities(mods []string) error {
 		}
 	}
 	return nil
-}
-
-// joinAudio concatenates the audio chunks of cs. It returns nil when there
-// are none.
-func joinAudio(cs []engine.Chunk) (*engine.Audio, error) {
-	var a *engine.Audio
-	n := 0
-	for _, c := range cs {
-		if c.Audio != nil {
-			n += len(c.Audio.Samples)
-		}
-	}
-	for _, c := range cs {
-		if c.Audio == nil {
-			continue
-		}
-		if a == nil {
-			a = &engine.Audio{SampleRate: c.Audio.SampleRate, Samples: make([]int16, 0, n)}
-		} else if c.Audio.SampleRate != a.SampleRate {
-			return nil, fmt.Errorf("audio chunks change sample rate from %d to %d Hz", a.SampleRate, c.Audio.SampleRate)
-		}
-		a.Samples = append(a.Samples, c.Audio.Samples...)
-	}
-	return a, nil
 }
 
 // durationMs returns the length of n samples at rate, in milliseconds.
@@ -115,7 +78,7 @@ func render(o payload.Output) (wire.Output, error) {
 			return out, fmt.Errorf("stage %d output: %s chunks cannot be returned as JSON", o.Stage, c.Kind())
 		}
 	}
-	a, err := joinAudio(o.Chunks)
+	a, err := engine.JoinAudio(o.Chunks)
 	if err != nil {
 		return out, fmt.Errorf("stage %d output: %w", o.Stage, err)
 	}

@@ -212,7 +212,7 @@ func (s *Server) speechWhole(w http.ResponseWriter, r *http.Request, st *orchest
 			}
 		}
 	}
-	a, err := joinAudio(chunks)
+	a, err := engine.JoinAudio(chunks)
 	if err == nil && a == nil {
 		err = errNoAudio
 	}

@@ -168,27 +168,19 @@ func synthesize(ctx context.Context, o *orchestrator.Orchestrator, req orchestra
 		return nil, err
 	}
 	defer s.Close()
+	outs, err := s.Collect(ctx)
+	if err != nil {
+		return nil, err
+	}
 	res := &sayResult{}
-	for {
-		out, err := s.Recv(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case out.Chunk.Audio != nil:
-			a := out.Chunk.Audio
-			if res.audio == nil {
-				res.audio = &engine.Audio{SampleRate: a.SampleRate}
+	for _, out := range outs {
+		switch out.Kind {
+		case engine.KindAudio:
+			if res.audio, err = engine.JoinAudio(out.Chunks); err != nil {
+				return nil, fmt.Errorf("stage %d: %w", out.Stage, err)
 			}
-			if a.SampleRate != res.audio.SampleRate {
-				return nil, fmt.Errorf("stage %d changed sample rate from %d to %d mid-stream", out.Stage, res.audio.SampleRate, a.SampleRate)
-			}
-			res.audio.Samples = append(res.audio.Samples, a.Samples...)
-		case out.Chunk.Words != nil:
-			res.words = append(res.words, out.Chunk.Words.Words...)
+		case engine.KindTimestamps:
+			res.words = engine.JoinWords(out.Chunks)
 		}
 	}
 	if res.audio == nil {

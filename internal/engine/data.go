@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 )
 
@@ -163,4 +164,40 @@ func RecvAll(ctx context.Context, src Source) ([]Chunk, error) {
 		}
 		out = append(out, c)
 	}
+}
+
+// JoinAudio concatenates the audio chunks among cs (other kinds are
+// skipped). It returns nil when there are none, and an error when the
+// chunks disagree on the sample rate.
+func JoinAudio(cs []Chunk) (*Audio, error) {
+	var a *Audio
+	n := 0
+	for _, c := range cs {
+		if c.Audio != nil {
+			n += len(c.Audio.Samples)
+		}
+	}
+	for _, c := range cs {
+		if c.Audio == nil {
+			continue
+		}
+		if a == nil {
+			a = &Audio{SampleRate: c.Audio.SampleRate, Samples: make([]int16, 0, n)}
+		} else if c.Audio.SampleRate != a.SampleRate {
+			return nil, fmt.Errorf("audio chunks change sample rate from %d to %d Hz", a.SampleRate, c.Audio.SampleRate)
+		}
+		a.Samples = append(a.Samples, c.Audio.Samples...)
+	}
+	return a, nil
+}
+
+// JoinWords concatenates the word timestamps among cs.
+func JoinWords(cs []Chunk) []Word {
+	var words []Word
+	for _, c := range cs {
+		if c.Words != nil {
+			words = append(words, c.Words.Words...)
+		}
+	}
+	return words
 }

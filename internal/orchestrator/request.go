@@ -502,6 +502,38 @@ func (s *Stream) Recv(ctx context.Context) (Output, error) {
 	}
 }
 
+// Result is one selected output, complete.
+type Result struct {
+	Stage  int
+	Kind   engine.Kind
+	Final  bool
+	Chunks []engine.Chunk
+}
+
+// Collect reads the stream to its end and returns every selected output,
+// in route order, with its chunks in the order they were produced.
+func (s *Stream) Collect(ctx context.Context) ([]Result, error) {
+	outs := make([]Result, len(s.rq.sel.Outputs))
+	for i, o := range s.rq.sel.Outputs {
+		outs[i] = Result{Stage: o.Stage, Kind: o.Kind, Final: o.Stage == s.rq.sel.Final}
+	}
+	for {
+		o, err := s.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			return outs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for i := range outs {
+			if outs[i].Stage == o.Stage {
+				outs[i].Chunks = append(outs[i].Chunks, o.Chunk)
+				break
+			}
+		}
+	}
+}
+
 // Done is closed when the request has fully ended.
 func (s *Stream) Done() <-chan struct{} { return s.rq.done }
 

@@ -2,8 +2,6 @@ package worker_test
 
 import (
 	"encoding/json"
-	"errors"
-	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -34,23 +32,20 @@ func collectSpeech(t *testing.T, o *orchestrator.Orchestrator, req orchestrator.
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var sp speech
-	for {
-		out, err := s.Recv(t.Context())
-		if errors.Is(err, io.EOF) {
-			return sp
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a := out.Chunk.Audio; a != nil {
-			sp.rate = a.SampleRate
-			sp.samples = append(sp.samples, a.Samples...)
-		}
-		if w := out.Chunk.Words; w != nil {
-			sp.words = append(sp.words, w.Words...)
-		}
+	outs, err := s.Collect(t.Context())
+	if err != nil {
+		t.Fatal(err)
 	}
+	var sp speech
+	for _, out := range outs {
+		if a, err := engine.JoinAudio(out.Chunks); err != nil {
+			t.Fatal(err)
+		} else if a != nil {
+			sp.rate, sp.samples = a.SampleRate, a.Samples
+		}
+		sp.words = append(sp.words, engine.JoinWords(out.Chunks)...)
+	}
+	return sp
 }
 
 // TestRealVocoderInWorker runs the built-in tts pipeline with its vocoder
