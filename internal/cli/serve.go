@@ -95,6 +95,10 @@ func serve(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "omnistage serve: --payload-key-file: %v\n", err)
 		return ExitUsage
 	}
+	if asWorker {
+		// Only the parent, which chose this key, may call a worker.
+		opts.APIKey = strings.TrimSpace(env.Getenv(worker.APIKeyEnv))
+	}
 	if *apiKeyFile != "" {
 		if opts.APIKey, err = readKey(*apiKeyFile, nil); err != nil {
 			fmt.Fprintf(env.Stderr, "omnistage serve: --api-key-file: %v\n", err)

@@ -33,6 +33,9 @@ const (
 	// OptAPIKeyFile names a file holding the stage server's API key
 	// (string), sent as a bearer token.
 	OptAPIKeyFile = "api_key_file"
+	// OptAPIKey is the stage server's API key itself, passed by the runtime
+	// (a worker process's key); it is not a config file option.
+	OptAPIKey = "api_key"
 	// OptTimeout bounds one /v1/run call (duration string, "30s"); default
 	// none beyond the request's own.
 	OptTimeout = "timeout"
@@ -127,6 +130,12 @@ func parseOptions(o engine.Options) (*settings, error) {
 		key, err := readKey(file)
 		if err != nil {
 			bad(OptAPIKeyFile, "%v", err)
+		}
+		s.apiKey = key
+	}
+	if key, ok := stringOpt(o, OptAPIKey, bad); ok {
+		if s.apiKey != "" {
+			bad(OptAPIKey, "the runtime passes the key; drop %s", OptAPIKeyFile)
 		}
 		s.apiKey = key
 	}

@@ -129,13 +129,15 @@ func duration(o engine.Options, key string, dst *time.Duration, bad func(string,
 // worker listening at addr: the replica's own, with the endpoint and the
 // worker's codec. The worker checks payloads with its own key, so a key
 // file meant for stage servers does not apply.
-func remoteOptions(o engine.Options, addr string, codec *payload.Codec) engine.Options {
-	out := make(engine.Options, len(o)+2)
+func remoteOptions(o engine.Options, addr string, codec *payload.Codec, apiKey string) engine.Options {
+	out := make(engine.Options, len(o)+3)
 	for k, v := range o {
 		out[k] = v
 	}
 	delete(out, remote.OptPayloadKeyFile)
+	delete(out, remote.OptAPIKeyFile)
 	out[remote.OptEndpoint] = "http://" + addr
 	out[remote.OptCodec] = codec
+	out[remote.OptAPIKey] = apiKey
 	return out
 }

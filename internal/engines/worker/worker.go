@@ -77,6 +77,10 @@ const Name = "worker"
 // its payload key; omnistage serve reads the key from it.
 const PayloadKeyEnv = "OMNISTAGE_PAYLOAD_KEY"
 
+// APIKeyEnv is the environment variable in which a worker process gets the
+// bearer token its parent calls it with.
+const APIKeyEnv = "OMNISTAGE_WORKER_API_KEY"
+
 // Register adds the worker engine to r.
 func Register(r *engine.Registry) {
 	r.Register(Name, engine.Driver{New: func(spec engine.Spec) (engine.Engine, error) { return New(spec) }})
@@ -122,11 +126,13 @@ func New(spec engine.Spec) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("worker: payload key: %w", err)
+	// Fresh keys per worker: only this process can sign payloads for it or
+	// call it at all, though it listens on a loopback port.
+	var keys [64]byte
+	if _, err := rand.Read(keys[:]); err != nil {
+		return nil, fmt.Errorf("worker: keys: %w", err)
 	}
-	hexKey := hex.EncodeToString(key)
+	hexKey, apiKey := hex.EncodeToString(keys[:32]), hex.EncodeToString(keys[32:])
 
 	e := &Engine{
 		set: set, id: fmt.Sprintf("%s/%d", spec.Name, spec.Replica),
@@ -135,7 +141,7 @@ func New(spec engine.Spec) (*Engine, error) {
 	e.alive, e.died = context.WithCancel(context.Background())
 	e.cmd = exec.Command(set.exe, "serve", "--worker", "--stage", strconv.Itoa(spec.StageID), "--config", set.cfg.Source, "--addr", "127.0.0.1:0")
 	// A later entry wins over one inherited with the same name.
-	e.cmd.Env = append(os.Environ(), PayloadKeyEnv+"="+hexKey)
+	e.cmd.Env = append(os.Environ(), PayloadKeyEnv+"="+hexKey, APIKeyEnv+"="+apiKey)
 	e.cmd.SysProcAttr = sysProcAttr()
 	// A grandchild holding the worker's stdout or stderr must not keep
 	// Wait from reporting the worker's exit.
@@ -169,7 +175,7 @@ func New(spec engine.Spec) (*Engine, error) {
 	if err == nil {
 		e.remote, err = remote.New(engine.Spec{
 			StageID: spec.StageID, Name: spec.Name, Input: spec.Input, Output: spec.Output, Replica: spec.Replica,
-			Options: remoteOptions(spec.Options, addr, payload.NewCodec([]byte(hexKey))),
+			Options: remoteOptions(spec.Options, addr, payload.NewCodec([]byte(hexKey)), apiKey),
 		})
 	}
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -546,5 +547,24 @@ func TestSkippedStageInWorker(t *testing.T) {
 	}
 	if st := f.o.Stats(); st.Stages[1].Healthy != 2 {
 		t.Errorf("skipped stage: %+v", st.Stages[1])
+	}
+}
+
+// TestWorkerRefusesOthers checks that a worker, though it listens on a
+// loopback port, answers only its parent: a call without the parent's
+// bearer token is refused before anything runs.
+func TestWorkerRefusesOthers(t *testing.T) {
+	f := start(t, writeConfig(t, textConfig("process")), registerTestEngines)
+	body := strings.NewReader(`{"stage_id": 1, "stage_input": {"text": "x"}}`)
+	resp, err := http.Post(f.worker(1).Endpoint()+"/v1/run", "application/json", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("unauthenticated call to a worker: status %d, want 401", resp.StatusCode)
+	}
+	if r := run(f.o, request("still works", "")); r.err != nil {
+		t.Errorf("parent's request: %v", r.err)
 	}
 }
