@@ -217,6 +217,11 @@ func (s *Server) parseEntry(r *http.Request, req *wire.RunRequest, in []byte) (*
 	if err := sel.CheckParams(len(req.SamplingParams)); err != nil {
 		return nil, err
 	}
+	// Refuse bad params of later stages now, not hops later, where this
+	// server can check them.
+	if err := s.orch.CheckParams(sel.Stages, req.SamplingParams); err != nil {
+		return nil, err
+	}
 	params := make([]json.RawMessage, route.NumIDs())
 	copy(params, req.SamplingParams)
 	outputs := make([]string, len(sel.Outputs))

@@ -134,11 +134,9 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 		if o.pools[id] == nil {
 			return nil, newError(CodeUnavailable, "stage %d (%s) is not served here", id, o.cfg.StageName(id))
 		}
-		if c, ok := o.pools[id].Replica(0).Engine.(engine.ParamsChecker); ok {
-			if err := c.CheckParams(paramAt(req.Params, id)); err != nil {
-				return nil, fmt.Errorf("stage %d (%s): %w", id, o.cfg.StageName(id), err)
-			}
-		}
+	}
+	if err := o.CheckParams(sel.Stages, req.Params); err != nil {
+		return nil, err
 	}
 	id := req.ID
 	if id == "" {
@@ -168,6 +166,23 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 	}
 	rq.start(req.Only)
 	return &Stream{rq: rq}, nil
+}
+
+// CheckParams checks the sampling params of the given stages with the
+// engines that can check them before anything runs. Stages not served here
+// are skipped: their own server checks them.
+func (o *Orchestrator) CheckParams(stages []int, params []json.RawMessage) error {
+	for _, id := range stages {
+		if id < 0 || id >= len(o.pools) || o.pools[id] == nil {
+			continue
+		}
+		if c, ok := o.pools[id].Replica(0).Engine.(engine.ParamsChecker); ok {
+			if err := c.CheckParams(paramAt(params, id)); err != nil {
+				return fmt.Errorf("stage %d (%s): %w", id, o.cfg.StageName(id), err)
+			}
+		}
+	}
+	return nil
 }
 
 func paramAt(params []json.RawMessage, id int) json.RawMessage {
