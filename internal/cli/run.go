@@ -193,7 +193,8 @@ func runRequest(text, requestID string, timestamps bool, numIDs int, voice strin
 
 // printHop writes one progress line.
 func printHop(w io.Writer, h runclient.Hop) {
-	took := h.Duration.Round(time.Millisecond)
+	// Whole milliseconds always, so every line reads alike ("0ms", not "0s").
+	took := fmt.Sprintf("%dms", h.Duration.Round(time.Millisecond).Milliseconds())
 	if h.Err != nil {
 		then := "giving up"
 		if h.Retrying {
