@@ -358,10 +358,12 @@ func TestRemoteHealthChecks(t *testing.T) {
 		}
 		eventually(t, "health checks", func() bool { return f.healthN.Load() >= 1 })
 		e.Close()
+		// A check already on the wire when Close cancelled it may still
+		// reach the server; no new one may start.
 		n := f.healthN.Load()
 		time.Sleep(20 * time.Millisecond)
-		if f.healthN.Load() != n {
-			t.Fatal("health checks after Close")
+		if got := f.healthN.Load(); got > n+1 {
+			t.Fatalf("%d health checks after Close", got-n)
 		}
 	})
 }
