@@ -62,7 +62,11 @@ func runWorker() int {
 		fmt.Println("chatter before the announcement")
 	}
 	env := cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Engines: workerEngines}
-	return cli.Main(ctx, env, os.Args[1:])
+	code := cli.Main(ctx, env, os.Args[1:])
+	// As in cmd/omnistage: a late SIGTERM must not turn a clean exit into
+	// death by signal.
+	signal.Ignore(os.Interrupt, syscall.SIGTERM)
+	return code
 }
 
 var testEngines = []string{"test-a", "test-b", "test-c"}
