@@ -17,6 +17,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
@@ -147,23 +148,7 @@ func startLocal(t testing.TB, yaml string, codec *payload.Codec) *orchestrator.O
 func startLocalWith(t testing.TB, yaml string, codec *payload.Codec, register func(*engine.Registry)) *orchestrator.Orchestrator {
 	t.Helper()
 	cfg := parse(t, yaml)
-	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: registry(cfg, codec, register)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := o.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := o.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return o
+	return orchtest.Start(t, cfg, orchestrator.Options{Registry: registry(cfg, codec, register)}, 10*time.Second)
 }
 
 // generate runs one request and returns the final output's text, chunks

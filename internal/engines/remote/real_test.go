@@ -10,6 +10,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engines/flite"
 	"github.com/omnistage/omnistage/internal/engines/sphinx"
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/payload"
 )
 
@@ -32,32 +33,6 @@ func registerSpeech(r *engine.Registry) {
 	sphinx.Register(r)
 }
 
-// speech is a request's audio samples and words.
-type speech struct {
-	rate    int
-	samples []int16
-	words   []engine.Word
-}
-
-func collectSpeech(t *testing.T, o *orchestrator.Orchestrator, req orchestrator.Request) speech {
-	t.Helper()
-	outs, err := outputs(o, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s speech
-	for _, out := range outs {
-		if a := out.Chunk.Audio; a != nil {
-			s.rate = a.SampleRate
-			s.samples = append(s.samples, a.Samples...)
-		}
-		if w := out.Chunk.Words; w != nil {
-			s.words = append(s.words, w.Words...)
-		}
-	}
-	return s
-}
-
 // TestRemoteRealEngines runs the talker (frames go back in a payload) and
 // the aligner (timestamps come back in a finished answer) on headless
 // stage servers with the real engines, the vocoder in process, and checks
@@ -78,15 +53,15 @@ func TestRemoteRealEngines(t *testing.T) {
 		Modalities: []string{"audio", "timestamps"},
 		Params:     []json.RawMessage{json.RawMessage(`{"speed":1.1}`), nil, nil},
 	}
-	want := collectSpeech(t, startLocalWith(t, inproc, nil, registerSpeech), req)
-	got := collectSpeech(t, startLocalWith(t, mixed, payload.NewCodec([]byte(key)), registerSpeech), req)
-	if len(want.samples) == 0 || len(want.words) == 0 {
-		t.Fatalf("in-process run gave %d samples, %d words", len(want.samples), len(want.words))
+	want := orchtest.CollectSpeech(t, startLocalWith(t, inproc, nil, registerSpeech), req)
+	got := orchtest.CollectSpeech(t, startLocalWith(t, mixed, payload.NewCodec([]byte(key)), registerSpeech), req)
+	if len(want.Samples) == 0 || len(want.Words) == 0 {
+		t.Fatalf("in-process run gave %d samples, %d words", len(want.Samples), len(want.Words))
 	}
-	if got.rate != want.rate || !reflect.DeepEqual(got.samples, want.samples) {
-		t.Errorf("audio: %d samples at %d Hz, want %d at %d Hz", len(got.samples), got.rate, len(want.samples), want.rate)
+	if got.Rate != want.Rate || !reflect.DeepEqual(got.Samples, want.Samples) {
+		t.Errorf("audio: %d samples at %d Hz, want %d at %d Hz", len(got.Samples), got.Rate, len(want.Samples), want.Rate)
 	}
-	if !reflect.DeepEqual(got.words, want.words) {
-		t.Errorf("words %v, want %v", got.words, want.words)
+	if !reflect.DeepEqual(got.Words, want.Words) {
+		t.Errorf("words %v, want %v", got.Words, want.Words)
 	}
 }

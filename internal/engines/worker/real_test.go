@@ -10,42 +10,13 @@ import (
 	"github.com/omnistage/omnistage/internal/engines/flite"
 	"github.com/omnistage/omnistage/internal/engines/sphinx"
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 func registerSpeech(r *engine.Registry) {
 	flite.Register(r)
 	sphinx.Register(r)
-}
-
-// speech is a request's audio samples and words.
-type speech struct {
-	rate    int
-	samples []int16
-	words   []engine.Word
-}
-
-func collectSpeech(t *testing.T, o *orchestrator.Orchestrator, req orchestrator.Request) speech {
-	t.Helper()
-	s, err := o.Submit(t.Context(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	outs, err := s.Collect(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sp speech
-	for _, out := range outs {
-		if a, err := engine.JoinAudio(out.Chunks); err != nil {
-			t.Fatal(err)
-		} else if a != nil {
-			sp.rate, sp.samples = a.SampleRate, a.Samples
-		}
-		sp.words = append(sp.words, engine.JoinWords(out.Chunks)...)
-	}
-	return sp
 }
 
 // TestRealVocoderInWorker runs the built-in tts pipeline with its vocoder
@@ -67,19 +38,19 @@ func TestRealVocoderInWorker(t *testing.T) {
 		Modalities: []string{"audio", "timestamps"},
 		Params:     []json.RawMessage{json.RawMessage(`{"speed":1.1}`), nil, nil},
 	}
-	want := collectSpeech(t, start(t, writeConfig(t, string(yaml)), registerSpeech).o, req)
+	want := orchtest.CollectSpeech(t, start(t, writeConfig(t, string(yaml)), registerSpeech).o, req)
 	procs := start(t, writeConfig(t, procYAML), registerSpeech)
-	got := collectSpeech(t, procs.o, req)
+	got := orchtest.CollectSpeech(t, procs.o, req)
 	if n := len(procs.workers); n != 1 {
 		t.Fatalf("%d workers started, want 1 for the vocoder", n)
 	}
-	if len(want.samples) == 0 || len(want.words) == 0 {
-		t.Fatalf("in-process run gave %d samples, %d words", len(want.samples), len(want.words))
+	if len(want.Samples) == 0 || len(want.Words) == 0 {
+		t.Fatalf("in-process run gave %d samples, %d words", len(want.Samples), len(want.Words))
 	}
-	if got.rate != want.rate || !reflect.DeepEqual(got.samples, want.samples) {
-		t.Errorf("audio: %d samples at %d Hz, want %d at %d Hz", len(got.samples), got.rate, len(want.samples), want.rate)
+	if got.Rate != want.Rate || !reflect.DeepEqual(got.Samples, want.Samples) {
+		t.Errorf("audio: %d samples at %d Hz, want %d at %d Hz", len(got.Samples), got.Rate, len(want.Samples), want.Rate)
 	}
-	if !reflect.DeepEqual(got.words, want.words) {
-		t.Errorf("words %v, want %v", got.words, want.words)
+	if !reflect.DeepEqual(got.Words, want.Words) {
+		t.Errorf("words %v, want %v", got.Words, want.Words)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engines/testengine"
 	"github.com/omnistage/omnistage/internal/engines/worker"
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
@@ -99,28 +100,13 @@ func start(t testing.TB, cfg *pipeline.Config, register func(*engine.Registry), 
 	for _, set := range opts {
 		set(&oopts)
 	}
-	o, err := orchestrator.New(cfg, oopts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.o = o
+	// Registered first, so it runs after the shutdown and shows everything.
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("workers' output:\n%s", f.output)
 		}
 	})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := o.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := o.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f.o = orchtest.Start(t, cfg, oopts, 30*time.Second)
 	return f
 }
 
