@@ -195,3 +195,66 @@ func BenchmarkFirstAudio(b *testing.B) {
 		}
 	}
 }
+
+// longSentence is the paragraph as one sentence, about 11 s of speech.
+func longSentence(tb testing.TB, voice string) engine.Chunk {
+	tb.Helper()
+	return oneUtterance(tb, voice, paragraphText)
+}
+
+// oneUtterance is the talker's chunk for s synthesized as one sentence.
+func oneUtterance(tb testing.TB, voice, s string) engine.Chunk {
+	tb.Helper()
+	v, err := lookupVoice(voice)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	clean, err := cleanText(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := talkerFor(tb, voice).(*Talker).sentence(request{voice: v}, clean)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// firstSink is a Sink that notes when its first chunk arrives.
+type firstSink struct {
+	start time.Time
+	first time.Duration // 0 until the first chunk
+}
+
+func (s *firstSink) Send(ctx context.Context, c engine.Chunk) error {
+	if s.first == 0 {
+		s.first = time.Since(s.start)
+	}
+	return nil
+}
+
+// BenchmarkFirstBlock measures the vocoder alone on one sentence, short
+// ("Hello there.", about 1 s of speech) or long (the paragraph as one
+// sentence, about 11 s): first-block-ms is the time from the call to
+// Process to its first audio chunk, ns/op the whole sentence.
+func BenchmarkFirstBlock(b *testing.B) {
+	for _, voice := range []string{"slt", "kal16"} {
+		vocoder := vocoderFor(b, voice)
+		for _, s := range []struct{ name, text string }{{"short", "Hello there."}, {"long", paragraphText}} {
+			c := oneUtterance(b, voice, s.text)
+			b.Run(voice+"/"+s.name, func(b *testing.B) {
+				b.ReportAllocs()
+				var first time.Duration
+				for b.Loop() {
+					sink := &firstSink{start: time.Now()}
+					if err := vocoder.Process(context.Background(), &engine.Job{In: engine.NewSliceSource(c), Out: sink}); err != nil {
+						b.Fatal(err)
+					}
+					first += sink.first
+				}
+				b.ReportMetric(first.Seconds()*1000/float64(b.N), "first-block-ms")
+				b.ReportMetric(speechSeconds([]engine.Chunk{c}), "speech-s")
+			})
+		}
+	}
+}

@@ -11,6 +11,7 @@
 #include <flite/cst_tokenstream.h>
 
 #include "cflite.h"
+#include "_cgo_export.h" /* omniStreamBlock */
 
 /* flite1-dev ships no header for its voices. */
 cst_voice *register_cmu_us_slt(const char *voxdir);
@@ -74,6 +75,22 @@ float omni_voice_frame_shift(int v)
     if (vox == NULL || !omni_voice_is_cg(v))
         return 0;
     return val_cg_db(feat_val(vox->features, "cg_db"))->frame_advance;
+}
+
+int omni_voice_sample_rate(int v)
+{
+    cst_voice *vox = voice(v);
+    if (vox == NULL || !omni_voice_is_cg(v))
+        return 0;
+    return val_cg_db(feat_val(vox->features, "cg_db"))->sample_rate;
+}
+
+int omni_cg_frame_samples(int v, float shift)
+{
+    /* mlsa_resynthesis: framem = 1000 * (times[1] - times[0]) ms, and
+     * synthesis_body: framel = (int)(0.5 + framem * fs / 1000). */
+    double framem = 1000.0 * shift;
+    return (int)(0.5 + (framem * (double)omni_voice_sample_rate(v) / 1000.0));
 }
 
 float omni_voice_dur_stretch(int v)
@@ -400,13 +417,25 @@ void omni_talk_free(omni_talk *t)
     memset(t, 0, sizeof(*t));
 }
 
+/* stream_block is the streaming callback: samples [start, start+size) of
+ * w are final, and go to Go at once. */
+static int stream_block(const cst_wave *w, int start, int size, int last,
+                        cst_audio_streaming_info *asi)
+{
+    (void)last;
+    return omniStreamBlock((uintptr_t)asi->userdata, w->samples + start, size,
+                           w->sample_rate);
+}
+
 int omni_vocode_cg(int v, const float *params, int nframes, int nch,
                    const float *str, int nstr, float shift, unsigned seed,
-                   cst_wave **out)
+                   int min_buffsize, uintptr_t stream, cst_wave **out)
 {
     cst_voice *vox = voice(v);
     cst_cg_db *cg_db;
     cst_track *t, *st = NULL;
+    cst_audio_streaming_info asi;
+    cst_wave *w;
     int i;
 
     *out = NULL;
@@ -432,12 +461,22 @@ int omni_vocode_cg(int v, const float *params, int nframes, int nch,
             memcpy(st->frames[i], str + (size_t)i * nstr, sizeof(float) * nstr);
         }
     }
+    memset(&asi, 0, sizeof(asi));
+    asi.min_buffsize = min_buffsize;
+    asi.asc = stream_block;
+    asi.userdata = (void *)stream;
     srand(seed);
-    *out = mlsa_resynthesis(t, st, cg_db, NULL, 0);
+    w = mlsa_resynthesis(t, st, cg_db, stream ? &asi : NULL, 0);
     delete_track(t);
     if (st)
         delete_track(st);
-    return *out ? OMNI_OK : OMNI_ERR_SYNTH;
+    if (w == NULL)
+        return stream ? OMNI_ERR_STOPPED : OMNI_ERR_SYNTH;
+    if (stream)
+        delete_wave(w);
+    else
+        *out = w;
+    return OMNI_OK;
 }
 
 /* diphone_units is get_diphone_units (flite src/wavesynth/cst_diphone.c)

@@ -5,12 +5,15 @@
 #ifndef OMNISTAGE_CFLITE_H
 #define OMNISTAGE_CFLITE_H
 
+#include <stdint.h>
+
 #include <flite/flite.h>
 
 #define OMNI_OK 0
 #define OMNI_ERR_VOICE 1 /* unknown voice index, or wrong voice type for the call */
 #define OMNI_ERR_SYNTH 2 /* flite returned no utterance or no wave */
 #define OMNI_ERR_EMPTY 3 /* the text produced no words to speak */
+#define OMNI_ERR_STOPPED 4 /* the stream's consumer asked synthesis to stop */
 
 /* Voice indices; they match the Go side's voice table. */
 #define OMNI_SLT 0
@@ -25,6 +28,12 @@ int omni_init(void);
 int omni_voice_is_cg(int v);
 /* omni_voice_frame_shift is a clustergen voice's frame period in seconds. */
 float omni_voice_frame_shift(int v);
+/* omni_voice_sample_rate is a clustergen voice's sample rate in Hz. */
+int omni_voice_sample_rate(int v);
+/* omni_cg_frame_samples is how many samples mlsa_resynthesis makes per
+ * frame when frames are shift seconds apart (as its synthesis_body rounds
+ * it: 80 for 5 ms at 16 kHz). */
+int omni_cg_frame_samples(int v, float shift);
 /* omni_voice_dur_stretch is the voice's own duration_stretch (1 if unset). */
 float omni_voice_dur_stretch(int v);
 /* omni_voice_phones returns the voice's phone names and their count. */
@@ -62,10 +71,17 @@ void omni_talk_segments(const omni_talk *t, char *names, float *ends,
 void omni_talk_free(omni_talk *t);
 
 /* omni_vocode_cg resynthesizes frames with srand(seed) right before
- * mlsa_resynthesis. str may be NULL when nstr is 0. */
+ * mlsa_resynthesis. str may be NULL when nstr is 0.
+ *
+ * With stream == 0 it returns the whole wave in *out. Otherwise it streams:
+ * each time more than min_buffsize new samples are final, and once at the
+ * end for the rest, it calls the Go function omniStreamBlock(stream,
+ * samples, n, rate), which must not block; *out stays NULL. When
+ * omniStreamBlock returns CST_AUDIO_STREAM_STOP, synthesis stops there and
+ * the call returns OMNI_ERR_STOPPED. */
 int omni_vocode_cg(int v, const float *params, int nframes, int nch,
                    const float *str, int nstr, float shift, unsigned seed,
-                   cst_wave **out);
+                   int min_buffsize, uintptr_t stream, cst_wave **out);
 /* omni_vocode_diphone rebuilds Segment and Target relations and runs the
  * diphone voice's unit selection and join. names holds nseg NUL-terminated
  * names back to back. */

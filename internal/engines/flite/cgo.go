@@ -10,6 +10,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"runtime/cgo"
 	"sync"
 	"unsafe"
 
@@ -28,6 +29,10 @@ type voice struct {
 	channels   int // frame parameters per frame (clustergen)
 	strChans   int // excitation strengths per frame (clustergen)
 	phones     map[string]bool
+	// frameSamples is how many samples one frame makes and blockSamples
+	// the size of a streamed block, the most whole frames that fit in
+	// MaxBlockMs (clustergen).
+	frameSamples, blockSamples int
 }
 
 // voices lists the voices in the order Voices reports them.
@@ -86,6 +91,8 @@ func initFlite() error {
 				continue
 			}
 			v.frameShift = float32(C.omni_voice_frame_shift(v.id))
+			v.frameSamples = int(C.omni_cg_frame_samples(v.id, C.float(v.frameShift)))
+			v.blockSamples = blockSamples(int(C.omni_voice_sample_rate(v.id)), v.frameSamples)
 			f, err := talkFrames(v, "Hello.", 0)
 			if err != nil {
 				initErr = fmt.Errorf("flite: probe %s: %w", v.name, err)
@@ -100,12 +107,17 @@ func initFlite() error {
 // errEmpty means flite found no words to speak in a sentence.
 var errEmpty = errors.New("nothing to speak")
 
+// errStopped means a stream's consumer stopped the synthesis.
+var errStopped = errors.New("flite: synthesis stopped")
+
 func talkErr(rc C.int) error {
 	switch rc {
 	case C.OMNI_OK:
 		return nil
 	case C.OMNI_ERR_EMPTY:
 		return errEmpty
+	case C.OMNI_ERR_STOPPED:
+		return errStopped
 	case C.OMNI_ERR_VOICE:
 		return errors.New("flite: wrong voice for this call")
 	default:
@@ -141,14 +153,19 @@ func floatPtr(s []float32) *C.float {
 	return (*C.float)(unsafe.Pointer(&s[0]))
 }
 
+// cAudio copies n samples from C memory into Go memory.
+func cAudio(samples *C.short, n, rate C.int) *engine.Audio {
+	a := &engine.Audio{SampleRate: int(rate), Samples: make([]int16, int(n))}
+	if n > 0 {
+		copy(a.Samples, unsafe.Slice((*int16)(unsafe.Pointer(samples)), int(n)))
+	}
+	return a
+}
+
 // takeWave copies a cst_wave's samples into Go memory and deletes it.
 func takeWave(w *C.cst_wave) *engine.Audio {
 	defer C.delete_wave(w)
-	a := &engine.Audio{SampleRate: int(w.sample_rate), Samples: make([]int16, int(w.num_samples))}
-	if len(a.Samples) > 0 {
-		copy(a.Samples, unsafe.Slice((*int16)(unsafe.Pointer(w.samples)), len(a.Samples)))
-	}
-	return a
+	return cAudio(w.samples, w.num_samples, w.sample_rate)
 }
 
 // maxSentenceBytes bounds one utterance. flite's text analysis is
@@ -244,17 +261,45 @@ func talkSegments(v *voice, sentence string, stretch float32) (*engine.Segments,
 	return s, nil
 }
 
-// vocodeFrames turns validated frames into audio.
-func vocodeFrames(v *voice, f *engine.Frames, seed uint32) (*engine.Audio, error) {
+// vocodeFrames turns validated frames into audio. With s nil it returns
+// the whole wave from one call, the way flite vocodes (tests compare the
+// stream with it). Otherwise flite hands s each block of v.blockSamples
+// samples (the last one shorter) as soon as it is final, through
+// omniStreamBlock on this goroutine, and vocodeFrames returns no audio;
+// when s asks to stop, the synthesis stops there and the error is
+// errStopped.
+func vocodeFrames(v *voice, f *engine.Frames, seed uint32, s *blockStream) (*engine.Audio, error) {
+	var h cgo.Handle // 0: no stream
+	if s != nil {
+		h = cgo.NewHandle(s)
+		defer h.Delete()
+	}
 	var w *C.cst_wave
 	lockRandMu()
+	// flite calls back once more than min_buffsize new samples are final,
+	// and they grow a frame at a time, so blockSamples-1 makes blocks of
+	// exactly blockSamples (a whole number of frames).
 	rc := C.omni_vocode_cg(v.id, floatPtr(f.Params), C.int(f.Len()), C.int(f.Channels),
-		floatPtr(f.Str), C.int(f.StrChannels), C.float(f.FrameShift), C.uint(seed), &w)
+		floatPtr(f.Str), C.int(f.StrChannels), C.float(f.FrameShift), C.uint(seed),
+		C.int(v.blockSamples-1), C.uintptr_t(h), &w)
 	unlockRandMu()
-	if err := talkErr(rc); err != nil {
+	if err := talkErr(rc); err != nil || s != nil {
 		return nil, err
 	}
 	return takeWave(w), nil
+}
+
+// omniStreamBlock is flite's streaming callback (through cflite.c's
+// stream_block): n final samples for the blockStream behind handle h. It
+// runs under randMu and must not block.
+//
+//export omniStreamBlock
+func omniStreamBlock(h C.uintptr_t, samples *C.short, n, rate C.int) C.int {
+	s := cgo.Handle(h).Value().(*blockStream)
+	if !s.live() || !s.put(cAudio(samples, n, rate)) {
+		return C.CST_AUDIO_STREAM_STOP
+	}
+	return C.CST_AUDIO_STREAM_CONT
 }
 
 // vocodeSegments turns validated segments into audio.

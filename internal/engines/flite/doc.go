@@ -4,15 +4,18 @@
 //   - flite-talker turns text into one chunk per sentence: clustergen frames
 //     for slt, rms and awb (26 parameters and 5 excitation strengths per
 //     5 ms frame, after mlpg), diphone segments and pitch targets for kal16.
-//   - flite-vocoder turns each chunk into 16 kHz audio as it arrives
-//     (mlsa_resynthesis, or the diphone join on rebuilt relations).
+//   - flite-vocoder turns each chunk into 16 kHz audio as it arrives and
+//     sends it in blocks of at most 100 ms (MaxBlockMs) as they are
+//     synthesized: mlsa_resynthesis streams them; the diphone join on
+//     rebuilt relations makes the sentence at once, then it is cut up.
 //
 // The split is exact: with the same seed, talker then vocoder give the very
-// samples flite_text_to_wave gives for each sentence. Sentences are what
-// flite's own file reader makes of the text (its tokenizer and utt_break
-// rule); for text of several sentences the reference is therefore
-// flite_text_to_wave on each sentence, concatenated, not one call on the
-// whole text, which would be a single utterance with other pauses.
+// samples flite_text_to_wave gives for each sentence, once the vocoder's
+// blocks are concatenated. Sentences are what flite's own file reader
+// makes of the text (its tokenizer and utt_break rule); for text of several
+// sentences the reference is therefore flite_text_to_wave on each
+// sentence, concatenated, not one call on the whole text, which would be a
+// single utterance with other pauses.
 //
 // # Safety
 //
@@ -32,5 +35,6 @@
 // Work is proportional to the speech produced, and digits produce the most
 // speech per character: 10000 characters of "99999 " make about 80 minutes
 // of speech, about 30 s of clustergen talker time and a minute or more of
-// vocoder time. The talker checks for cancellation between sentences.
+// vocoder time. The talker checks for cancellation between sentences, the
+// clustergen vocoder between blocks (every 100 ms of audio).
 package flite

@@ -76,7 +76,7 @@ func run(e engine.Engine, params string, in ...engine.Chunk) ([]engine.Chunk, er
 func text(s string) engine.Chunk { return engine.Chunk{Text: &engine.Text{Text: s}} }
 
 // speak runs text through talker then vocoder and returns the talker's
-// chunks and the audio chunks.
+// chunks and the audio chunks, which it checks with checkBlocks.
 func speak(tb testing.TB, talker, vocoder engine.Engine, s, talkParams, vocParams string) ([]engine.Chunk, []engine.Chunk) {
 	tb.Helper()
 	mid, err := run(talker, talkParams, text(s))
@@ -87,10 +87,59 @@ func speak(tb testing.TB, talker, vocoder engine.Engine, s, talkParams, vocParam
 	if err != nil {
 		tb.Fatalf("vocoder: %v", err)
 	}
-	if len(out) != len(mid) {
-		tb.Fatalf("vocoder sent %d chunks for %d inputs", len(out), len(mid))
+	checkBlocks(tb, out)
+	if len(out) < len(mid) {
+		tb.Fatalf("vocoder sent %d chunks for %d inputs; every sentence makes audio", len(out), len(mid))
 	}
 	return mid, out
+}
+
+// checkBlocks checks what the vocoder promises of every chunk it sends:
+// audio at 16 kHz, not empty, at most MaxBlockMs of samples.
+func checkBlocks(tb testing.TB, out []engine.Chunk) {
+	tb.Helper()
+	for i, c := range out {
+		if c.Audio == nil {
+			tb.Fatalf("chunk %d is %q, not audio", i, c.Kind())
+		}
+		if c.Audio.SampleRate != 16000 {
+			tb.Fatalf("chunk %d: sample rate %d", i, c.Audio.SampleRate)
+		}
+		if n := len(c.Audio.Samples); n == 0 || n > c.Audio.SampleRate*MaxBlockMs/1000 {
+			tb.Fatalf("chunk %d holds %d samples, want 1 to %d ms", i, n, MaxBlockMs)
+		}
+	}
+}
+
+// block is the size of every audio chunk of a sentence but its last, for
+// every voice: 100 ms at 16 kHz (20 clustergen frames).
+const block = 1600
+
+// bySentence regroups audio chunks into sentences of lens samples each. It
+// fails unless every sentence's audio comes in chunks of exactly block
+// samples but the last, which holds 1 to block, no chunk holds the end of
+// one sentence and the start of the next, and no chunk is left over.
+func bySentence(tb testing.TB, out []engine.Chunk, lens []int) [][]int16 {
+	tb.Helper()
+	got := make([][]int16, len(lens))
+	i := 0
+	for si, n := range lens {
+		for len(got[si]) < n {
+			if i == len(out) {
+				tb.Fatalf("sentence %d: the audio ends after %d of %d samples", si, len(got[si]), n)
+			}
+			b := out[i].Audio.Samples
+			if rest := n - len(got[si]); len(b) != min(rest, block) {
+				tb.Fatalf("sentence %d, chunk %d: %d samples, want %d (%d of the sentence's %d to go)", si, i, len(b), min(rest, block), rest, n)
+			}
+			got[si] = append(got[si], b...)
+			i++
+		}
+	}
+	if i != len(out) {
+		tb.Fatalf("%d audio chunks after the last sentence", len(out)-i)
+	}
+	return got
 }
 
 func concat(chunks []engine.Chunk) []int16 {
@@ -143,14 +192,17 @@ func TestTwoStageMatchesOneCall(t *testing.T) {
 				if len(mid) != len(sentences) {
 					t.Fatalf("talker sent %d chunks for %d sentences %q", len(mid), len(sentences), sentences)
 				}
-				var want []int16
+				refs := make([]*engine.Audio, len(sentences))
+				lens := make([]int, len(sentences))
 				for i, s := range sentences {
-					ref := referenceWave(v, s, tc.seed)
-					if got := out[i].Audio.Samples; firstDiff(got, ref.Samples) >= 0 {
-						t.Errorf("sentence %d %q: %d samples, reference %d, first difference at %d", i, s, len(got), len(ref.Samples), firstDiff(got, ref.Samples))
-					}
-					if out[i].Audio.SampleRate != 16000 {
-						t.Errorf("sample rate %d", out[i].Audio.SampleRate)
+					refs[i] = referenceWave(v, s, tc.seed)
+					lens[i] = len(refs[i].Samples)
+				}
+				var want []int16
+				for i, got := range bySentence(t, out, lens) {
+					ref := refs[i]
+					if firstDiff(got, ref.Samples) >= 0 {
+						t.Errorf("sentence %d %q: %d samples, reference %d, first difference at %d", i, sentences[i], len(got), len(ref.Samples), firstDiff(got, ref.Samples))
 					}
 					want = append(want, ref.Samples...)
 				}

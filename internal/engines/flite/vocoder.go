@@ -12,7 +12,25 @@ import (
 )
 
 // Vocoder is the flite-vocoder engine: frames (mlsa_resynthesis) or
-// segments (diphone_synth) in, one audio chunk per input chunk out.
+// segments (diphone_synth) in, audio out.
+//
+// Output chunks are blocks of at most MaxBlockMs of samples, never empty,
+// sent as they are synthesized, sentence after sentence; no block spans
+// two input chunks. Concatenated, a sentence's blocks are exactly the
+// samples one call synthesizing the whole sentence gives with the same
+// seed. For clustergen voices the blocks come from inside the synthesis,
+// each the most whole frames that fit in MaxBlockMs (1600 samples at
+// 16 kHz) but a sentence's last, which may be shorter, so the time to the
+// first audio does not grow with the sentence. The diphone synthesis
+// cannot stream: it vocodes the whole sentence first (about 1 ms per
+// second of speech), then sends it in blocks of MaxBlockMs, the last one
+// shorter.
+//
+// The synthesis never waits for the consumer: it queues the sentence's
+// blocks (at most MaxChunkSeconds of audio) for a goroutine that sends
+// them on, and Process reads the next input chunk once they are all sent.
+// When ctx ends or a send fails, a clustergen synthesis stops at its next
+// block, and Process returns the error once the sending goroutine is done.
 //
 // The clustergen excitation noise comes from libc rand(), one sequence for
 // the whole process, drawn once per sample. Each synthesis seeds it with the
@@ -20,8 +38,8 @@ import (
 // synthesis, so a given seed always yields the same samples, even under
 // concurrency; without the lock, concurrent runs would differ from a lone
 // run (and from each other) only in that noise, never in length. The lock
-// makes clustergen vocoding one chunk at a time per process, about 1% of a
-// core per second of speech. It costs no measurable throughput: glibc's
+// makes clustergen vocoding one sentence at a time per process, about 1% of
+// a core per second of speech. It costs no measurable throughput: glibc's
 // rand() takes its own lock on every call, so unlocked concurrent runs
 // contend per sample instead (BenchmarkVocoderParallel: 26 ms per sentence
 // locked, 22 to 32 ms unlocked, on 2 cores). Processes do not share rand(),
@@ -37,7 +55,7 @@ var (
 
 // VocoderParams are the vocoder's per-request sampling params.
 type VocoderParams struct {
-	// Seed seeds the excitation noise, srand(seed) before each chunk. It
+	// Seed seeds the excitation noise, srand(seed) before each sentence. It
 	// must fit in 32 bits unsigned; absent means DefaultSeed, so output is
 	// deterministic by default.
 	Seed *int64 `json:"seed,omitempty"`
@@ -45,6 +63,15 @@ type VocoderParams struct {
 
 // DefaultSeed is the seed used when a request names none.
 const DefaultSeed = 1
+
+// MaxBlockMs bounds the audio of one output chunk, in milliseconds.
+const MaxBlockMs = 100
+
+// blockSamples is the size of an audio block at rate: the most whole steps
+// (a clustergen frame's samples, or 1) in MaxBlockMs, and at least one step.
+func blockSamples(rate, step int) int {
+	return max(1, rate*MaxBlockMs/1000/step) * step
+}
 
 // Limits on one chunk of frames or segments. A sentence of 500 ordinary
 // words (flite's longest utterance) at speed 0.25 lasts about 10 minutes.
@@ -113,7 +140,7 @@ func (v *Vocoder) Warm(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("flite-vocoder: warm %s: %w", vc.name, err)
 		}
-		if _, err := v.chunk(c, DefaultSeed); err != nil {
+		if err := v.chunk(ctx, c, DefaultSeed, discard{}); err != nil {
 			return fmt.Errorf("flite-vocoder: warm %s: %w", vc.name, err)
 		}
 	}
@@ -123,8 +150,14 @@ func (v *Vocoder) Warm(ctx context.Context) error {
 // Close implements engine.Engine.
 func (v *Vocoder) Close() error { return nil }
 
-// Process vocodes each input chunk as it arrives and sends its audio before
-// reading the next one.
+// discard is a Sink that drops what it is sent.
+type discard struct{}
+
+func (discard) Send(context.Context, engine.Chunk) error { return nil }
+
+// Process vocodes each input chunk as it arrives and sends its audio in
+// blocks as they are synthesized, all of them before it reads the next
+// input chunk.
 func (v *Vocoder) Process(ctx context.Context, job *engine.Job) error {
 	seed, err := vocoderSeed(job.Params)
 	if err != nil {
@@ -138,33 +171,106 @@ func (v *Vocoder) Process(ctx context.Context, job *engine.Job) error {
 		if err != nil {
 			return err
 		}
-		a, err := v.chunk(c, seed)
-		if err != nil {
+		if err := v.chunk(ctx, c, seed, job.Out); err != nil {
 			return fmt.Errorf("flite-vocoder: %w", err)
-		}
-		if err := job.Out.Send(ctx, engine.Chunk{Audio: a}); err != nil {
-			return err
 		}
 	}
 }
 
-// chunk validates one input chunk and vocodes it.
-func (v *Vocoder) chunk(c engine.Chunk, seed uint32) (*engine.Audio, error) {
+// chunk validates one input chunk, vocodes it and sends its audio to out.
+func (v *Vocoder) chunk(ctx context.Context, c engine.Chunk, seed uint32, out engine.Sink) error {
 	if k := c.Kind(); k != v.input {
-		return nil, &engine.InputError{Reason: fmt.Sprintf("vocoder input must be %s, got %q", v.input, k)}
+		return &engine.InputError{Reason: fmt.Sprintf("vocoder input must be %s, got %q", v.input, k)}
 	}
 	if c.Frames != nil {
 		vc, err := validateFrames(c.Frames)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return vocodeFrames(vc, c.Frames, seed)
+		return streamFrames(ctx, vc, c.Frames, seed, out)
 	}
 	vc, err := validateSegments(c.Segments)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return vocodeSegments(vc, c.Segments, seed)
+	a, err := vocodeSegments(vc, c.Segments, seed)
+	if err != nil {
+		return err
+	}
+	n := blockSamples(a.SampleRate, 1)
+	for i := 0; i < len(a.Samples); i += n {
+		end := min(i+n, len(a.Samples))
+		// Capped, so that appending to one block cannot write into the next.
+		b := &engine.Audio{SampleRate: a.SampleRate, Samples: a.Samples[i:end:end]}
+		if err := out.Send(ctx, engine.Chunk{Audio: b}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blockStream carries one sentence's audio blocks from a clustergen
+// synthesis to the goroutine that sends them. The synthesis holds randMu,
+// so put never blocks: blocks has room for every block of the sentence.
+type blockStream struct {
+	// ctx ends when the request does or sending fails; the synthesis then
+	// stops at its next block.
+	ctx      context.Context
+	blocks   chan *engine.Audio
+	overflow bool // set by put, read once the synthesis has returned
+}
+
+// live reports whether the synthesis should go on.
+func (s *blockStream) live() bool { return s.ctx.Err() == nil }
+
+// put queues a non-empty block. It never blocks: false means the queue was
+// full, which the capacity rules out.
+func (s *blockStream) put(a *engine.Audio) bool {
+	if len(a.Samples) == 0 { // flite's last call may find nothing left
+		return true
+	}
+	select {
+	case s.blocks <- a:
+		return true
+	default:
+		s.overflow = true
+		return false
+	}
+}
+
+// streamFrames vocodes validated frames on the calling goroutine while
+// another goroutine sends each block to out as soon as flite hands it over.
+// It returns once both are done.
+func streamFrames(ctx context.Context, v *voice, f *engine.Frames, seed uint32, out engine.Sink) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Frames make at most frameSamples each: that many full blocks at most,
+	// plus the rest.
+	n := f.Len()*v.frameSamples/v.blockSamples + 1
+	s := &blockStream{ctx: ctx, blocks: make(chan *engine.Audio, n)}
+	sent := make(chan error, 1)
+	go func() {
+		for a := range s.blocks {
+			if err := out.Send(ctx, engine.Chunk{Audio: a}); err != nil {
+				cancel()
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	_, err := vocodeFrames(v, f, seed, s)
+	close(s.blocks)
+	if err := <-sent; err != nil {
+		return err
+	}
+	switch {
+	case errors.Is(err, errStopped) && s.overflow:
+		return fmt.Errorf("more than %d blocks from %d frames", n, f.Len())
+	case errors.Is(err, errStopped):
+		return ctx.Err()
+	}
+	return err
 }
 
 // Frame value bounds: F0 is 0 (unvoiced) or a pitch, the mel-cepstra stay
