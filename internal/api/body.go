@@ -1,14 +1,11 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/omnistage/omnistage/internal/httperr"
@@ -17,7 +14,7 @@ import (
 // decodeJSON decodes r's body strictly into dst: unknown fields and
 // trailing data are errors. The body is read as it is decoded.
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
-	return s.readingBody(w, func() error { return decodeStrict(r.Body, dst) })
+	return s.readingBody(w, func() error { return httperr.DecodeJSON(r.Body, dst) })
 }
 
 // readingBody runs read, which reads the request body (bounded by the
@@ -28,71 +25,6 @@ func (s *Server) readingBody(w http.ResponseWriter, read func() error) error {
 	_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyReadTimeout))
 	defer rc.SetReadDeadline(time.Time{})
 	return read()
-}
-
-func unmarshalStrict(body []byte, dst any) error {
-	return decodeStrict(bytes.NewReader(body), dst)
-}
-
-func decodeStrict(r io.Reader, dst any) error {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return jsonError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if err != nil && !isSyntax(err) {
-			return jsonError(err)
-		}
-		return httperr.Errorf(http.StatusBadRequest, httperr.CodeInvalidJSON, "request body has data after its JSON value")
-	}
-	return nil
-}
-
-func isSyntax(err error) bool {
-	var se *json.SyntaxError
-	return errors.As(err, &se)
-}
-
-// jsonError turns a decoding error into a 400 a person can act on.
-func jsonError(err error) error {
-	var (
-		se *json.SyntaxError
-		te *json.UnmarshalTypeError
-	)
-	var me *http.MaxBytesError
-	switch {
-	case errors.As(err, &me):
-		return err
-	case errors.Is(err, io.EOF):
-		return httperr.Errorf(http.StatusBadRequest, httperr.CodeInvalidJSON, "request body is empty; send a JSON object")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return httperr.Errorf(http.StatusBadRequest, httperr.CodeInvalidJSON, "request body is truncated JSON")
-	case errors.As(err, &se):
-		return httperr.Errorf(http.StatusBadRequest, httperr.CodeInvalidJSON, "request body is not valid JSON: %s (at byte %d)", strings.TrimPrefix(se.Error(), "json: "), se.Offset)
-	case errors.As(err, &te):
-		if te.Field == "" {
-			return httperr.Errorf(http.StatusBadRequest, httperr.CodeInvalidJSON, "request body must be a JSON object, not a JSON %s", te.Value)
-		}
-		return httperr.Errorf(http.StatusBadRequest, httperr.CodeInvalidJSON, "field %s: want %s, got a JSON %s", te.Field, jsonType(te.Type.String()), te.Value)
-	}
-	return httperr.Errorf(http.StatusBadRequest, httperr.CodeInvalidJSON, "invalid request: %s", strings.TrimPrefix(err.Error(), "json: "))
-}
-
-func jsonType(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"):
-		return "an integer"
-	case strings.HasPrefix(goType, "float"), strings.HasPrefix(goType, "*float"):
-		return "a number"
-	case goType == "string":
-		return "a string"
-	case goType == "bool":
-		return "a boolean"
-	}
-	return "an object"
 }
 
 // writeJSON writes v as a complete JSON response.
@@ -123,9 +55,12 @@ func (s *Server) newBodyWriter(w http.ResponseWriter) *bodyWriter {
 	return &bodyWriter{w: w, rc: http.NewResponseController(w), timeout: s.opts.ChunkWriteTimeout}
 }
 
-// Write implements io.Writer.
+// Write implements io.Writer. The deadline is lifted once the write is
+// done: over HTTP/2 a deadline is a timer that resets the stream when it
+// fires, whether or not a write is under way.
 func (b *bodyWriter) Write(p []byte) (int, error) {
 	_ = b.rc.SetWriteDeadline(time.Now().Add(b.timeout))
+	defer b.rc.SetWriteDeadline(time.Time{})
 	return b.w.Write(p)
 }
 
@@ -137,9 +72,12 @@ func (b *bodyWriter) flush() error {
 	return nil
 }
 
-// send writes p and flushes it: one chunk of a stream.
+// send writes p and flushes it, under one deadline: one chunk of a
+// stream.
 func (b *bodyWriter) send(p []byte) error {
-	if _, err := b.Write(p); err != nil {
+	_ = b.rc.SetWriteDeadline(time.Now().Add(b.timeout))
+	defer b.rc.SetWriteDeadline(time.Time{})
+	if _, err := b.w.Write(p); err != nil {
 		return err
 	}
 	return b.flush()

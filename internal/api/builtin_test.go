@@ -13,12 +13,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/builtin"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/pipeline"
-	"github.com/omnistage/omnistage/internal/wire"
 )
 
 // fliteYAML is the real talker and vocoder with the enhance stage, without
@@ -136,7 +136,7 @@ func TestBuiltinRunChain(t *testing.T) {
 			answers := runChain(t, func(int) *fixture { return f }, map[string]any{
 				"stage_input": map[string]any{"text": realText}, "output_modalities": tc.mods, "sampling_params": params,
 			})
-			var gen wire.GenerateResponse
+			var gen apijson.GenerateResponse
 			f.post("/v1/generate", map[string]any{"input": realText, "output_modalities": tc.mods, "sampling_params": params}, &gen)
 			sameOutputs(t, answers[len(answers)-1].Output, gen)
 		})

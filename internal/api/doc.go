@@ -1,7 +1,7 @@
 // Package api is omnistage's HTTP server: an OpenAI-compatible speech
 // endpoint, a native generate endpoint, the stateless one-stage /v1/run
 // endpoint, request abort and lookup, and models, health, readiness and
-// metrics. The JSON shapes live in package wire; errors and their statuses
+// metrics. The JSON shapes live in package apijson; errors and their statuses
 // in package httperr.
 //
 // # Errors

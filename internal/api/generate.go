@@ -4,64 +4,37 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
-	"github.com/omnistage/omnistage/internal/wire"
 )
-
-// requestID returns the caller's request id: the body's field or the
-// X-Request-Id header ("" to have one generated). Both may be given only
-// when they agree.
-func requestID(r *http.Request, body string) (string, error) {
-	h := r.Header.Get("X-Request-Id")
-	switch {
-	case body == "":
-		return h, nil
-	case h != "" && h != body:
-		return "", badRequest("request_id %q and header X-Request-Id %q differ; send one of them", body, h)
-	}
-	return body, nil
-}
 
 func badRequest(format string, args ...any) error {
 	return httperr.Errorf(http.StatusBadRequest, string(orchestrator.CodeBadRequest), format, args...)
 }
 
-// checkParams refuses sampling_params entries that are not JSON objects or
-// null, before any engine sees them.
-func checkParams(params []json.RawMessage) error {
-	for i, p := range params {
-		p = bytes.TrimSpace(p)
-		if len(p) == 0 || string(p) == "null" {
-			continue
-		}
-		if p[0] != '{' {
-			return badRequest("sampling_params[%d] must be a JSON object or null (the params of stage %d)", i, i)
-		}
-	}
-	return nil
-}
-
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
-	var req wire.GenerateRequest
+	var req apijson.GenerateRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	id, err := requestID(r, req.RequestID)
+	id, err := hop.RequestID(r, req.RequestID)
 	if err == nil && (req.Input == nil || req.Input.Text == "") {
 		err = badRequest(`input is missing or empty: send "input": "text" or "input": {"text": "..."}`)
 	}
 	if err == nil {
-		err = checkModalities(req.OutputModalities)
+		err = hop.CheckModalities(req.OutputModalities)
 	}
 	if err == nil {
-		err = checkParams(req.SamplingParams)
+		err = hop.CheckParams(req.SamplingParams)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -76,7 +49,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	defer st.Close()
 	setRequestID(w, r, st.ID())
-	if req.Stream == wire.StreamOff {
+	if req.Stream == apijson.StreamOff {
 		s.generateWhole(w, r, st)
 		return
 	}
@@ -85,20 +58,19 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 
 // generateWhole answers with every selected output once the request ends.
 func (s *Server) generateWhole(w http.ResponseWriter, r *http.Request, st *orchestrator.Stream) {
-	outs, err := collect(r.Context(), st)
+	outs, err := st.Collect(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	resp := wire.GenerateResponse{RequestID: st.ID(), Outputs: make([]wire.GenerateOutput, 0, len(outs))}
-	final := st.Selection().Final
+	resp := apijson.GenerateResponse{RequestID: st.ID(), Outputs: make([]apijson.GenerateOutput, 0, len(outs))}
 	for _, o := range outs {
-		rendered, err := render(o)
+		rendered, err := apijson.Render(o.Kind, o.Chunks)
 		if err != nil {
-			s.fail(w, r, err)
+			s.fail(w, r, fmt.Errorf("stage %d output: %w", o.Stage, err))
 			return
 		}
-		resp.Outputs = append(resp.Outputs, wire.GenerateOutput{Stage: o.Stage, Modality: string(o.Kind), Finished: o.Stage == final, Output: rendered})
+		resp.Outputs = append(resp.Outputs, apijson.GenerateOutput{Stage: o.Stage, Modality: string(o.Kind), Finished: o.Final, Outputs: rendered})
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -143,11 +115,11 @@ func startEvents(w http.ResponseWriter, sse bool) {
 // done event. The headers wait for the first output, so a request that
 // fails before producing anything gets a plain error status; a failure
 // after that is logged and ends the stream with an error event.
-func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orchestrator.Stream, mode wire.StreamMode) {
+func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orchestrator.Stream, mode apijson.StreamMode) {
 	ctx := r.Context()
 	body := s.newBodyWriter(w)
 	defer body.done()
-	ev := &eventWriter{body: body, sse: mode == wire.StreamSSE}
+	ev := &eventWriter{body: body, sse: mode == apijson.StreamSSE}
 	started := false
 	for {
 		o, err := st.Recv(ctx)
@@ -155,7 +127,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 			if !started {
 				startEvents(w, ev.sse)
 			}
-			if err := ev.send(wire.Event{Type: wire.EventDone, RequestID: st.ID()}); err != nil {
+			if err := ev.send(apijson.Event{Type: apijson.EventDone, RequestID: st.ID()}); err != nil {
 				s.streamFailed(r, err)
 			}
 			return
@@ -164,9 +136,9 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 			startEvents(w, ev.sse)
 			started = true
 		}
-		var out wire.Output
+		var out apijson.Outputs
 		if err == nil {
-			out, err = chunkOutput(o.Chunk)
+			out, err = apijson.RenderChunk(o.Chunk)
 		}
 		if err != nil {
 			if !started {
@@ -175,11 +147,11 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 			}
 			s.streamFailed(r, err)
 			_, typ, code := httperr.Classify(err)
-			_ = ev.send(wire.Event{Type: wire.EventError, RequestID: st.ID(), Error: &wire.ErrorDetail{Message: err.Error(), Type: typ, Code: code}})
+			_ = ev.send(apijson.Event{Type: apijson.EventError, RequestID: st.ID(), Error: &apijson.ErrorDetail{Message: err.Error(), Type: typ, Code: code}})
 			return
 		}
 		stage := o.Stage
-		if err := ev.send(wire.Event{Type: wire.EventOutput, RequestID: st.ID(), Stage: &stage, Modality: string(o.Kind), Final: o.Final, Output: out}); err != nil {
+		if err := ev.send(apijson.Event{Type: apijson.EventOutput, RequestID: st.ID(), Stage: &stage, Modality: string(o.Kind), Final: o.Final, Outputs: out}); err != nil {
 			s.streamFailed(r, err)
 			return
 		}

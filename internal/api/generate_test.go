@@ -11,13 +11,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
-	"github.com/omnistage/omnistage/internal/wire"
 )
 
-func wavSamples(t *testing.T, a *wire.Audio) []int16 {
+func wavSamples(t *testing.T, a *apijson.Audio) []int16 {
 	t.Helper()
 	if a == nil || a.Format != "wav" {
 		t.Fatalf("audio %+v is not a wav", a)
@@ -37,7 +37,7 @@ func TestGenerateWhole(t *testing.T) {
 	want := expectedSpeech(hello, "slt", 1)
 	ms := len(want) * 1000 / fakeRate
 
-	var resp wire.GenerateResponse
+	var resp apijson.GenerateResponse
 	f.post("/v1/generate", map[string]any{"input": hello}, &resp)
 	if len(resp.Outputs) != 1 || resp.RequestID == "" {
 		t.Fatalf("answer %+v", resp)
@@ -50,7 +50,7 @@ func TestGenerateWhole(t *testing.T) {
 		t.Errorf("audio differs")
 	}
 
-	resp = wire.GenerateResponse{}
+	resp = apijson.GenerateResponse{}
 	f.post("/v1/generate", map[string]any{
 		"input": map[string]any{"text": hello}, "output_modalities": []string{"timestamps", "audio"},
 		"sampling_params": []any{map[string]any{"voice": "rms"}, nil, nil}, "request_id": "gen-1",
@@ -67,7 +67,7 @@ func TestGenerateWhole(t *testing.T) {
 	}
 	checkWords(t, ts.Timestamps, hello, ms)
 
-	resp = wire.GenerateResponse{}
+	resp = apijson.GenerateResponse{}
 	f.post("/v1/generate", map[string]any{"input": "one two"}, &resp, "X-Request-Id", "from-header")
 	if resp.RequestID != "from-header" {
 		t.Errorf("request id %q", resp.RequestID)
@@ -75,7 +75,7 @@ func TestGenerateWhole(t *testing.T) {
 }
 
 // readEvents reads a streamed /v1/generate answer.
-func readEvents(t *testing.T, body []byte, sse bool) []wire.Event {
+func readEvents(t *testing.T, body []byte, sse bool) []apijson.Event {
 	t.Helper()
 	var lines [][]byte
 	if sse {
@@ -87,9 +87,9 @@ func readEvents(t *testing.T, body []byte, sse bool) []wire.Event {
 			lines = append(lines, slices.Clone(sc.Bytes()))
 		}
 	}
-	var evs []wire.Event
+	var evs []apijson.Event
 	for _, l := range lines {
-		var ev wire.Event
+		var ev apijson.Event
 		if err := json.Unmarshal(l, &ev); err != nil {
 			t.Fatalf("event %s: %v", l, err)
 		}
@@ -125,13 +125,13 @@ func TestGenerateStream(t *testing.T) {
 						t.Errorf("event %d request_id %q", i, ev.RequestID)
 					}
 					if i == len(evs)-1 {
-						if ev.Type != wire.EventDone {
+						if ev.Type != apijson.EventDone {
 							t.Errorf("last event %+v", ev)
 						}
 						continue
 					}
 					switch {
-					case ev.Type != wire.EventOutput || ev.Stage == nil:
+					case ev.Type != apijson.EventOutput || ev.Stage == nil:
 						t.Errorf("event %d: %+v", i, ev)
 					case ev.Audio != nil:
 						if *ev.Stage != 1 || ev.Modality != "audio" || ev.Final == stamps || ev.Audio.Format != "pcm" || ev.Audio.SampleRate != fakeRate {
@@ -235,8 +235,8 @@ func TestAbortAndReuse(t *testing.T) {
 	if !sc.Scan() {
 		t.Fatalf("no first event: %v", sc.Err())
 	}
-	var first wire.Event
-	if err := json.Unmarshal(sc.Bytes(), &first); err != nil || first.Type != wire.EventOutput || !strings.HasPrefix(first.Text, "one|") {
+	var first apijson.Event
+	if err := json.Unmarshal(sc.Bytes(), &first); err != nil || first.Type != apijson.EventOutput || !strings.HasPrefix(first.Text, "one|") {
 		t.Fatalf("first event %s: %v", sc.Bytes(), err)
 	}
 	<-b.reached
@@ -252,11 +252,11 @@ func TestAbortAndReuse(t *testing.T) {
 	if del.StatusCode != 200 || string(bytes.TrimSpace(body)) != `{"id":"r1","state":"aborted"}` {
 		t.Errorf("abort: %d %s", del.StatusCode, body)
 	}
-	var last wire.Event
+	var last apijson.Event
 	for sc.Scan() {
 		_ = json.Unmarshal(sc.Bytes(), &last)
 	}
-	if last.Type != wire.EventError || last.Error == nil || last.Error.Code != "aborted" {
+	if last.Type != apijson.EventError || last.Error == nil || last.Error.Code != "aborted" {
 		t.Errorf("stream ended with %+v", last)
 	}
 
@@ -265,7 +265,7 @@ func TestAbortAndReuse(t *testing.T) {
 	del, body = f.do(ctx, http.MethodDelete, "/v1/requests/r1", nil)
 	wantError(t, del, body, 404, "not_found", "r1")
 
-	var again wire.GenerateResponse
+	var again apijson.GenerateResponse
 	close(b.release)
 	f.post("/v1/generate", map[string]any{"input": "one two", "request_id": "r1"}, &again)
 	if again.RequestID != "r1" || len(again.Outputs) != 1 || again.Outputs[0].Text != "one|btwo|a.0|b" {

@@ -15,11 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/pipeline"
-	"github.com/omnistage/omnistage/internal/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -231,7 +231,7 @@ func wantError(t testing.TB, resp *http.Response, body []byte, status int, code,
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
-	var e wire.ErrorBody
+	var e apijson.ErrorBody
 	if err := json.Unmarshal(body, &e); err != nil || e.Error.Message == "" || e.Error.Type == "" {
 		t.Fatalf("body %s is not an OpenAI error: %v", body, err)
 	}

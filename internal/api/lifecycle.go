@@ -40,6 +40,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		// No ReadTimeout or WriteTimeout: either would cut long streams.
 		// Bodies are read under BodyReadTimeout and each write is bounded
 		// by ChunkWriteTimeout, per request.
+		Protocols: serverProtocols(),
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(newLimitListener(ln, s.opts.MaxConns)) }()
@@ -84,6 +85,16 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	s.log.Info("stopped")
 	return runErr
+}
+
+// serverProtocols are HTTP/1.1 and HTTP/2 without TLS (h2c, with prior
+// knowledge), which streamed hops use (see package hop); over TLS, a proxy
+// in front speaks whatever its clients do.
+func serverProtocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
 }
 
 func (s *Server) stageAttr() slog.Value {

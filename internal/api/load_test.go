@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/omnistage/omnistage/internal/wire"
+	"github.com/omnistage/omnistage/internal/apijson"
 )
 
 // TestLoadWithAborts sends concurrent streamed requests over loopback,
@@ -68,15 +68,15 @@ func TestLoadWithAborts(t *testing.T) {
 				}
 				sc := bufio.NewScanner(resp.Body)
 				n, cut := 0, 1+rng.IntN(words+1)
-				var last wire.Event
+				var last apijson.Event
 				for sc.Scan() {
-					var ev wire.Event
+					var ev apijson.Event
 					if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 						t.Errorf("event %q: %v", sc.Bytes(), err)
 						break
 					}
 					last = ev
-					if ev.Type == wire.EventOutput {
+					if ev.Type == apijson.EventOutput {
 						if !strings.HasPrefix(ev.Text, marker+"|") {
 							t.Errorf("request %s (%s) got %q", id, marker, ev.Text)
 						}
@@ -99,12 +99,12 @@ func TestLoadWithAborts(t *testing.T) {
 				switch {
 				case mode == 2 && n == cut:
 					dropped.Add(1)
-				case last.Type == wire.EventDone:
+				case last.Type == apijson.EventDone:
 					if n != words {
 						t.Errorf("request %s completed with %d of %d outputs", id, n, words)
 					}
 					completed.Add(1)
-				case last.Type == wire.EventError && last.Error != nil && last.Error.Code == "aborted":
+				case last.Type == apijson.EventError && last.Error != nil && last.Error.Code == "aborted":
 					deleted.Add(1)
 				default:
 					t.Errorf("request %s ended with %+v", id, last)

@@ -117,6 +117,11 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			if rw.firstByte > 0 {
 				s.metrics.ttfb.WithLabelValues(in.route).Observe(rw.firstByte.Seconds())
 			}
+			if in.id == "" {
+				// A handler outside this package (/v1/run's) names the
+				// request in its answer's header.
+				in.id = rw.Header().Get("X-Request-Id")
+			}
 			level := slog.LevelInfo
 			switch in.route {
 			case routeHealth, routeReady, routeMetrics:

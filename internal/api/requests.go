@@ -3,9 +3,9 @@ package api
 import (
 	"net/http"
 
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
-	"github.com/omnistage/omnistage/internal/wire"
 )
 
 // abort aborts a request and waits for its stages to drain: 200 when they
@@ -19,7 +19,7 @@ func (s *Server) abort(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.RequestState{ID: id, State: "aborted"})
+	writeJSON(w, http.StatusOK, apijson.RequestState{ID: id, State: "aborted"})
 }
 
 // lookup returns the state of an active or draining request: active,
@@ -32,5 +32,5 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, httperr.Errorf(http.StatusNotFound, string(orchestrator.CodeNotFound), "no active request with id %q (it has ended, or never started)", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.RequestState{ID: id, State: state.String()})
+	writeJSON(w, http.StatusOK, apijson.RequestState{ID: id, State: state.String()})
 }

@@ -12,25 +12,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/payload"
-	"github.com/omnistage/omnistage/internal/wire"
 )
 
 // runChain posts first to stage 0's server, then each answer's stage_input
 // to the server of the stage it names, until an answer is final. It
 // returns every answer.
-func runChain(t *testing.T, server func(stage int) *fixture, first map[string]any) []wire.RunResponse {
+func runChain(t *testing.T, server func(stage int) *fixture, first map[string]any) []hop.RunResponse {
 	t.Helper()
-	var answers []wire.RunResponse
+	var answers []hop.RunResponse
 	body := first
 	stage := 0
-	for hop := 0; ; hop++ {
-		if hop > 8 {
+	for n := 0; ; n++ {
+		if n > 8 {
 			t.Fatal("the chain does not end")
 		}
 		body["stage_id"] = stage
-		var ans wire.RunResponse
+		var ans hop.RunResponse
 		server(stage).post("/v1/run", body, &ans)
 		answers = append(answers, ans)
 		if ans.Finished {
@@ -49,9 +50,9 @@ func runChain(t *testing.T, server func(stage int) *fixture, first map[string]an
 
 // sameOutputs compares a /v1/run final output with a /v1/generate answer:
 // for each modality, the generate output of the last stage that has it.
-func sameOutputs(t *testing.T, run *wire.Output, gen wire.GenerateResponse) {
+func sameOutputs(t *testing.T, run *apijson.Outputs, gen apijson.GenerateResponse) {
 	t.Helper()
-	var want wire.Output
+	var want apijson.Outputs
 	for _, o := range gen.Outputs {
 		if o.Audio != nil {
 			want.Audio = o.Audio
@@ -115,7 +116,7 @@ func TestRunChainMatchesGenerate(t *testing.T) {
 			}
 			// Every payload carries the same transfer id.
 			for i, a := range answers[:len(answers)-1] {
-				env, err := f.srv.codec.Decode(a.StageInput, payload.Expect{Pipeline: f.srv.cfg.Pipeline.Name, Digest: f.srv.digest, Stage: a.StageID, NumStages: n})
+				env, err := payload.NewCodec(nil).Decode(a.StageInput, payload.Expect{Pipeline: f.srv.cfg.Pipeline.Name, Digest: f.srv.cfg.Digest(), Stage: a.StageID, NumStages: n})
 				if err != nil {
 					t.Fatalf("payload %d: %v", i, err)
 				}
@@ -123,7 +124,7 @@ func TestRunChainMatchesGenerate(t *testing.T) {
 					t.Errorf("payload %d: transfer id %q, %d params", i, env.TransferID, len(env.Params))
 				}
 			}
-			var gen wire.GenerateResponse
+			var gen apijson.GenerateResponse
 			f.post("/v1/generate", map[string]any{"input": text, "output_modalities": tc.mods, "sampling_params": params}, &gen)
 			sameOutputs(t, answers[len(answers)-1].Output, gen)
 		})
@@ -146,16 +147,19 @@ func TestRunHeadless(t *testing.T) {
 		t.Fatalf("%d answers", len(answers))
 	}
 	full := newFixture(t, setup{yaml: yaml})
-	var gen wire.GenerateResponse
+	var gen apijson.GenerateResponse
 	full.post("/v1/generate", map[string]any{"input": text, "output_modalities": []string{"audio", "timestamps"}}, &gen)
 	sameOutputs(t, answers[3].Output, gen)
 
 	s1 := servers[1]
-	for _, path := range []string{"/v1/audio/speech", "/v1/generate", "/v1/requests/x"} {
+	for _, path := range []string{"/v1/audio/speech", "/v1/generate"} {
 		resp, body := s1.do(context.Background(), http.MethodPost, path, map[string]any{})
 		wantError(t, resp, body, 404, "unknown_route", "headless stage server for stage 1 (vocoder)")
 	}
-	resp, body := s1.do(context.Background(), http.MethodPost, "/v1/run", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "x"}})
+	// Its hops' ids are looked up and aborted as requests' are.
+	resp, body := s1.do(context.Background(), http.MethodDelete, "/v1/requests/x", nil)
+	wantError(t, resp, body, 404, "not_found", `no active request with id "x"`)
+	resp, body = s1.do(context.Background(), http.MethodPost, "/v1/run", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "x"}})
 	wantError(t, resp, body, 400, "wrong_stage", "this server runs stage 1 (vocoder)")
 	resp, body = s1.do(context.Background(), http.MethodPost, "/v1/run", map[string]any{"stage_id": 2, "stage_input": answers[1].StageInput})
 	wantError(t, resp, body, 400, "wrong_stage", "this server runs stage 1")
@@ -188,9 +192,9 @@ func reencode(t *testing.T, s string, edit func([]byte) []byte) string {
 }
 
 // stage0 runs stage 0 on f with modalities and returns the answer.
-func stage0(t *testing.T, f *fixture, mods ...string) wire.RunResponse {
+func stage0(t *testing.T, f *fixture, mods ...string) hop.RunResponse {
 	t.Helper()
-	var ans wire.RunResponse
+	var ans hop.RunResponse
 	f.post("/v1/run", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "some words here"}, "output_modalities": mods}, &ans)
 	if ans.Finished || ans.StageID != 1 {
 		t.Fatalf("stage 0 answer %+v", ans)
@@ -289,7 +293,7 @@ func TestRunSigned(t *testing.T) {
 	answers := runChain(t, func(int) *fixture { return f }, map[string]any{
 		"stage_input": map[string]any{"text": "signed all the way"}, "output_modalities": []string{"audio", "timestamps"},
 	})
-	if len(answers) != 3 || !strings.HasPrefix(answers[0].StageInput, "T1NURwEB") {
+	if len(answers) != 3 || !strings.HasPrefix(answers[0].StageInput, "T1NURwIB") {
 		t.Fatalf("answers %+v", answers)
 	}
 	p1 := answers[0].StageInput
@@ -337,7 +341,7 @@ func FuzzRun(f *testing.F) {
 		return rec
 	}
 	rec := post([]byte(`{"stage_id":0,"stage_input":{"text":"seed words"},"output_modalities":["audio","timestamps"]}`))
-	var ans wire.RunResponse
+	var ans hop.RunResponse
 	if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil || ans.StageInput == "" {
 		f.Fatalf("seed: %d %s", rec.Code, rec.Body)
 	}
@@ -358,7 +362,7 @@ func FuzzRun(f *testing.F) {
 		if rec.Code >= 500 {
 			t.Fatalf("body %q: %d %s", body, rec.Code, rec.Body)
 		}
-		var e wire.ErrorBody
+		var e apijson.ErrorBody
 		if rec.Code != 200 && (json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error.Message == "") {
 			t.Fatalf("body %q: %d answer %s is not an OpenAI error", body, rec.Code, rec.Body)
 		}

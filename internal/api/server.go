@@ -3,7 +3,6 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,11 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/omnistage/omnistage/internal/apijson"
+	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
-	"github.com/omnistage/omnistage/internal/wire"
 )
 
 // Defaults of Options.
@@ -57,9 +57,10 @@ type Options struct {
 	Registry *prometheus.Registry
 	// MaxBody bounds request bodies other than /v1/run's, in bytes.
 	MaxBody int64
-	// MaxRunBody bounds /v1/run bodies; 0 means the base64 length of the
-	// codec's largest payload plus 1 MiB (about 43.7 MiB for the default
-	// 32 MiB payloads).
+	// MaxRunBody bounds one-shot (JSON) /v1/run bodies; 0 means the base64
+	// length of the codec's largest payload plus 1 MiB (about 43.7 MiB for
+	// the default 32 MiB payloads). A streamed body's frames are bounded by
+	// the codec instead.
 	MaxRunBody int64
 	// MaxConns bounds the connections Run keeps open at once; more wait to
 	// be accepted.
@@ -81,8 +82,7 @@ type Server struct {
 	cfg     *pipeline.Config
 	opts    Options
 	log     *slog.Logger
-	codec   *payload.Codec
-	digest  [32]byte
+	hop     *hop.Server
 	reg     *prometheus.Registry
 	metrics *httpMetrics
 	keyHash *[sha256.Size]byte
@@ -109,7 +109,6 @@ func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
 		opts.Registry = prometheus.NewRegistry()
 	}
 	defaultTo(&opts.MaxBody, DefaultMaxBody)
-	defaultTo(&opts.MaxRunBody, int64(base64.RawURLEncoding.EncodedLen(opts.Codec.MaxSize())+1<<20))
 	defaultTo(&opts.MaxConns, DefaultMaxConns)
 	defaultTo(&opts.ShutdownTimeout, DefaultShutdownTimeout)
 	defaultTo(&opts.ChunkWriteTimeout, DefaultChunkWriteTimeout)
@@ -120,9 +119,16 @@ func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
 	s := &Server{
-		orch: o, cfg: cfg, opts: opts, log: opts.Logger, codec: opts.Codec,
-		digest: cfg.Digest(), reg: opts.Registry, metrics: m,
+		orch: o, cfg: cfg, opts: opts, log: opts.Logger,
+		reg: opts.Registry, metrics: m,
 		created: time.Now().Unix(),
+	}
+	s.hop, err = hop.NewServer(o, hop.ServerOptions{
+		Codec: opts.Codec, Stage: opts.Stage, Logger: opts.Logger, MaxBody: opts.MaxRunBody,
+		BodyReadTimeout: opts.BodyReadTimeout, WriteTimeout: opts.ChunkWriteTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
 	}
 	if opts.APIKey != "" {
 		h := sha256.Sum256([]byte(opts.APIKey))
@@ -158,15 +164,18 @@ func (s *Server) routes() *http.ServeMux {
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}).ServeHTTP}})
 	handle("/v1/models", route{name: routeModels, methods: methods{http.MethodGet: s.listModels}})
-	handle("/v1/run", route{name: routeRun, maxBody: s.opts.MaxRunBody, methods: methods{http.MethodPost: s.run}})
+	// /v1/run bounds its own bodies: a one-shot body by MaxRunBody, a
+	// streamed one frame by frame.
+	handle("/v1/run", route{name: routeRun, methods: methods{http.MethodPost: s.run}})
+	// On a headless stage server these reach the hops of a request.
+	handle("/v1/requests/{id}", route{name: routeRequests, methods: methods{http.MethodGet: s.lookup, http.MethodDelete: s.abort}})
 	if s.opts.Stage != nil {
-		for _, p := range []string{"/v1/audio/speech", "/v1/generate", "/v1/requests/{id}"} {
+		for _, p := range []string{"/v1/audio/speech", "/v1/generate"} {
 			handle(p, route{name: routeUnmatched, methods: methods{"*": s.stageOnly}})
 		}
 	} else {
 		handle("/v1/audio/speech", route{name: routeSpeech, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.speech}})
 		handle("/v1/generate", route{name: routeGenerate, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.generate}})
-		handle("/v1/requests/{id}", route{name: routeRequests, methods: methods{http.MethodGet: s.lookup, http.MethodDelete: s.abort}})
 	}
 	handle("/", route{name: routeUnmatched, methods: methods{"*": s.notFound}})
 	return mux
@@ -225,7 +234,7 @@ func (s *Server) route(rt route) http.Handler {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, wire.Status{Status: "ok"})
+	writeJSON(w, http.StatusOK, apijson.Status{Status: "ok"})
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
@@ -235,16 +244,23 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	case !s.orch.Ready():
 		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "pipeline %s is not ready: its replicas are warming up", s.cfg.Pipeline.Name))
 	default:
-		writeJSON(w, http.StatusOK, wire.Status{Status: "ready"})
+		writeJSON(w, http.StatusOK, apijson.Status{Status: "ready"})
 	}
 }
 
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
-	list := wire.ModelList{Object: "list", Data: make([]wire.Model, 0, len(s.models))}
+	list := apijson.ModelList{Object: "list", Data: make([]apijson.Model, 0, len(s.models))}
 	for _, m := range s.models {
-		list.Data = append(list.Data, wire.Model{ID: m, Object: "model", Created: s.created, OwnedBy: "omnistage"})
+		list.Data = append(list.Data, apijson.Model{ID: m, Object: "model", Created: s.created, OwnedBy: "omnistage"})
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// run answers POST /v1/run (package hop).
+func (s *Server) run(w http.ResponseWriter, r *http.Request) {
+	if err := s.hop.Serve(w, r); err != nil {
+		s.fail(w, r, err)
+	}
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
@@ -255,7 +271,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 func (s *Server) stageOnly(w http.ResponseWriter, r *http.Request) {
 	n := *s.opts.Stage
 	s.fail(w, r, httperr.Errorf(http.StatusNotFound, httperr.CodeUnknownRoute,
-		"this is a headless stage server for stage %d (%s) of pipeline %s: it serves only POST /v1/run for stage %d, GET /v1/models, /health, /ready and /metrics", n, s.cfg.StageName(n), s.cfg.Pipeline.Name, n))
+		"this is a headless stage server for stage %d (%s) of pipeline %s: it serves only POST /v1/run for stage %d, GET and DELETE /v1/requests/{id} (its hops), GET /v1/models, /health, /ready and /metrics", n, s.cfg.StageName(n), s.cfg.Pipeline.Name, n))
 }
 
 // checkKey checks the bearer token in constant time. Both sides are hashed

@@ -15,7 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/omnistage/omnistage/internal/wire"
+	"github.com/omnistage/omnistage/internal/apijson"
 )
 
 func TestUnknownRouteAndMethod(t *testing.T) {
@@ -94,7 +94,7 @@ func TestAPIKey(t *testing.T) {
 
 func TestModels(t *testing.T) {
 	f := newFixture(t, setup{yaml: speechYAML})
-	var list wire.ModelList
+	var list apijson.ModelList
 	resp, body := f.do(context.Background(), http.MethodGet, "/v1/models", nil)
 	if err := json.Unmarshal(body, &list); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, body)
@@ -297,9 +297,9 @@ func TestShutdownTimeout(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	lines := bytes.Split(bytes.TrimSpace(body), []byte("\n"))
-	var last wire.Event
+	var last apijson.Event
 	_ = json.Unmarshal(lines[len(lines)-1], &last)
-	if last.Type != wire.EventError || last.Error == nil || last.Error.Code != "unavailable" {
+	if last.Type != apijson.EventError || last.Error == nil || last.Error.Code != "unavailable" {
 		t.Errorf("stream ended with %s", lines[len(lines)-1])
 	}
 }

@@ -11,11 +11,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
-	"github.com/omnistage/omnistage/internal/wire"
 )
 
 // Voices maps the voice names POST /v1/audio/speech accepts, in any case,
@@ -83,7 +84,7 @@ type talkerParams struct {
 	Speed *float64 `json:"speed,omitempty"`
 }
 
-func (s *Server) parseSpeech(r *http.Request, req *wire.SpeechRequest) (*speechPlan, error) {
+func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*speechPlan, error) {
 	switch {
 	case req.Model == "":
 		return nil, badRequest("model is missing: use one of %s", strings.Join(s.models, ", "))
@@ -133,7 +134,7 @@ func (s *Server) parseSpeech(r *http.Request, req *wire.SpeechRequest) (*speechP
 	if p.timestamps && p.stream == streamAudio {
 		return nil, badRequest("word timestamps cannot ride on chunked audio (stream_format audio): use stream_format sse, which sends a speech.word_timestamps event, or no stream_format, which sends the %s header", headerTimestamps)
 	}
-	id, err := requestID(r, "")
+	id, err := hop.RequestID(r, "")
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +162,7 @@ func openAIVoices() []string {
 }
 
 func (s *Server) speech(w http.ResponseWriter, r *http.Request) {
-	var req wire.SpeechRequest
+	var req apijson.SpeechRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
 		return
@@ -196,7 +197,7 @@ func contentType(format string) string {
 // speechWhole answers with the whole audio file once the request ends,
 // with its length, and the word timestamps in a header when they fit.
 func (s *Server) speechWhole(w http.ResponseWriter, r *http.Request, st *orchestrator.Stream, p *speechPlan) {
-	outs, err := collect(r.Context(), st)
+	outs, err := st.Collect(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -315,7 +316,7 @@ func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orches
 		s.streamFailed(r, err)
 		_, typ, code := httperr.Classify(err)
 		if sse {
-			_ = ev.send(wire.SpeechEvent{Type: wire.SpeechError, Error: &wire.ErrorDetail{Message: err.Error(), Type: typ, Code: code}})
+			_ = ev.send(apijson.SpeechEvent{Type: apijson.SpeechError, Error: &apijson.ErrorDetail{Message: err.Error(), Type: typ, Code: code}})
 		} else {
 			msg := code + ": " + err.Error()
 			if len(msg) > maxStreamError {
@@ -364,7 +365,7 @@ func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orches
 		samples += len(c.Audio.Samples)
 		buf = audio.AppendPCMBytes(buf, c.Audio.Samples)
 		if sse {
-			err = ev.send(wire.SpeechEvent{Type: wire.SpeechDelta, Audio: buf})
+			err = ev.send(apijson.SpeechEvent{Type: apijson.SpeechDelta, Audio: buf})
 		} else {
 			err = body.send(buf)
 		}
@@ -385,13 +386,13 @@ func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orches
 		if words == nil {
 			words = []engine.Word{}
 		}
-		if err := ev.send(wire.SpeechEvent{Type: wire.SpeechTimestamps, Words: words}); err != nil {
+		if err := ev.send(apijson.SpeechEvent{Type: apijson.SpeechTimestamps, Words: words}); err != nil {
 			s.streamFailed(r, err)
 			return
 		}
 	}
-	err := ev.send(wire.SpeechEvent{Type: wire.SpeechDone, Usage: &wire.SpeechUsage{
-		InputTokens: p.chars, TotalTokens: p.chars, AudioDurationMs: durationMs(samples, rate),
+	err := ev.send(apijson.SpeechEvent{Type: apijson.SpeechDone, Usage: &apijson.SpeechUsage{
+		InputTokens: p.chars, TotalTokens: p.chars, AudioDurationMs: apijson.DurationMs(samples, rate),
 	}})
 	if err != nil {
 		s.streamFailed(r, err)

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/wire"
 )
 
 const hello = "Hello there, this is omnistage speaking."
@@ -158,31 +158,31 @@ func TestSpeechSSE(t *testing.T) {
 			}
 			var pcm []byte
 			var types []string
-			var done wire.SpeechEvent
+			var done apijson.SpeechEvent
 			var words []engine.Word
 			for _, data := range readSSE(t, bytes.NewReader(body)) {
-				var ev wire.SpeechEvent
+				var ev apijson.SpeechEvent
 				if err := json.Unmarshal(data, &ev); err != nil {
 					t.Fatalf("event %s: %v", data, err)
 				}
 				types = append(types, ev.Type)
 				switch ev.Type {
-				case wire.SpeechDelta:
+				case apijson.SpeechDelta:
 					pcm = append(pcm, ev.Audio...)
-				case wire.SpeechTimestamps:
+				case apijson.SpeechTimestamps:
 					words = ev.Words
-				case wire.SpeechDone:
+				case apijson.SpeechDone:
 					done = ev
 				}
 			}
 			wantTypes := []string{}
 			for range strings.Fields(hello) {
-				wantTypes = append(wantTypes, wire.SpeechDelta)
+				wantTypes = append(wantTypes, apijson.SpeechDelta)
 			}
 			if stamps {
-				wantTypes = append(wantTypes, wire.SpeechTimestamps)
+				wantTypes = append(wantTypes, apijson.SpeechTimestamps)
 			}
-			wantTypes = append(wantTypes, wire.SpeechDone)
+			wantTypes = append(wantTypes, apijson.SpeechDone)
 			if !slices.Equal(types, wantTypes) {
 				t.Errorf("events %v, want %v", types, wantTypes)
 			}
@@ -341,7 +341,7 @@ func TestSpeechFailsMidStream(t *testing.T) {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 	events := readSSE(t, bytes.NewReader(body))
-	var last wire.SpeechEvent
+	var last apijson.SpeechEvent
 	if err := json.Unmarshal(events[len(events)-1], &last); err != nil {
 		t.Fatal(err)
 	}

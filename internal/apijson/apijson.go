@@ -1,6 +1,7 @@
-// Package wire holds the JSON shapes of omnistage's HTTP API that both the
-// server and its clients (the reference coordinator, the remote engine) use.
-package wire
+// Package apijson holds the JSON shapes of omnistage's HTTP API that both
+// the server and its clients use, and the rendering of engine outputs into
+// them. The shapes of POST /v1/run are package hop's.
+package apijson
 
 import (
 	"bytes"
@@ -11,41 +12,9 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 )
 
-// RunRequest is the body of POST /v1/run.
-//
-// For stage 0, StageInput is a prompt object ({"text": "..."}) and
-// SamplingParams, RequestID and OutputModalities describe the whole request.
-// For a later stage, StageInput is the opaque string a previous answer
-// returned; everything else travels inside it, and the other fields must be
-// absent.
-type RunRequest struct {
-	StageID          *int              `json:"stage_id"`
-	StageInput       json.RawMessage   `json:"stage_input"`
-	SamplingParams   []json.RawMessage `json:"sampling_params,omitempty"`
-	RequestID        string            `json:"request_id,omitempty"`
-	OutputModalities []string          `json:"output_modalities,omitempty"`
-}
-
-// Prompt is stage 0's stage_input.
-type Prompt struct {
-	Text string `json:"text"`
-}
-
-// RunResponse is the answer of POST /v1/run. When Finished is false,
-// StageID names the stage that must receive StageInput next; when true,
-// StageID is the stage that ran and Output holds every output the request
-// selected.
-type RunResponse struct {
-	RequestID  string  `json:"request_id"`
-	StageID    int     `json:"stage_id"`
-	Finished   bool    `json:"finished"`
-	StageInput string  `json:"stage_input,omitempty"`
-	Output     *Output `json:"output,omitempty"`
-}
-
-// Output is a request's selected outputs, by modality. Timestamps is
+// Outputs are a request's selected outputs, by modality. Timestamps is
 // present (possibly empty) whenever the timestamps output was selected.
-type Output struct {
+type Outputs struct {
 	Audio      *Audio        `json:"audio,omitempty"`
 	Timestamps []engine.Word `json:"timestamps,omitzero"`
 	Text       string        `json:"text,omitempty"`
@@ -168,7 +137,7 @@ type GenerateOutput struct {
 	Stage    int    `json:"stage"`
 	Modality string `json:"modality"`
 	Finished bool   `json:"finished"`
-	Output
+	Outputs
 }
 
 // The Event types of a streamed POST /v1/generate.
@@ -190,7 +159,7 @@ type Event struct {
 	Modality  string       `json:"modality,omitempty"`
 	Final     bool         `json:"final,omitempty"`
 	Error     *ErrorDetail `json:"error,omitempty"`
-	Output
+	Outputs
 }
 
 // SpeechRequest is the body of POST /v1/audio/speech, OpenAI's shape.

@@ -12,6 +12,11 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/builtin"
+	"github.com/omnistage/omnistage/internal/engines/remote"
+	"github.com/omnistage/omnistage/internal/engines/worker"
+	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 // Env is what a command runs with.
@@ -34,6 +39,18 @@ func (env Env) registry() *engine.Registry {
 	r := &engine.Registry{}
 	env.Engines(r)
 	return r
+}
+
+// orchestratorOptions are the options of an orchestrator for cfg: env's
+// engines, and the placements that run stages in worker processes (whose
+// output goes to env's stderr) and on stage servers (whose hops codec
+// signs).
+func (env Env) orchestratorOptions(cfg *pipeline.Config, codec *payload.Codec) orchestrator.Options {
+	return orchestrator.Options{
+		Registry: env.registry(),
+		Remote:   remote.Placement(cfg, codec),
+		Process:  worker.Placement(cfg, "", env.Stderr),
+	}
 }
 
 // Exit statuses.

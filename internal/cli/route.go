@@ -11,12 +11,21 @@ import (
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
-// loadConfig loads --config, or the default built-in pipeline when empty.
-func loadConfig(ref string) (*pipeline.Config, error) {
+// loadConfig loads --config, or the default built-in pipeline when empty,
+// and checks its engine names against the engines env provides.
+func (env Env) loadConfig(ref string) (*pipeline.Config, error) {
 	if ref == "" {
-		return pipeline.Builtin(pipeline.DefaultBuiltin)
+		ref = "builtin:" + pipeline.DefaultBuiltin
 	}
-	return pipeline.Load(ref)
+	c, err := pipeline.Load(ref)
+	if err != nil {
+		return nil, err
+	}
+	reg := env.registry()
+	if err := c.CheckEngines(reg.Has, reg.Names()); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // printConfigError writes a configuration error, one reason per line.
@@ -85,7 +94,7 @@ func route(_ context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "omnistage route: unexpected argument %q\n", pos[0])
 		return ExitUsage
 	}
-	c, err := loadConfig(*config)
+	c, err := env.loadConfig(*config)
 	if err != nil {
 		printConfigError(env.Stderr, err)
 		return ExitUsage

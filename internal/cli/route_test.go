@@ -8,13 +8,24 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/builtin"
+	"github.com/omnistage/omnistage/internal/engines/testengine"
 )
 
+// runCLI runs the command line with the shipped engines and the test
+// engines the test configurations name.
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = Main(context.Background(), Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}, args)
+	code = Main(context.Background(), Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Engines: withTestEngines}, args)
 	return out.String(), errb.String(), code
+}
+
+func withTestEngines(r *engine.Registry) {
+	builtin.Register(r)
+	testengine.Register(r, nil, "test-talker", "test-post", "test-vocoder", "test-a", "test-b")
 }
 
 func writeConfig(t *testing.T, text string) string {
@@ -89,6 +100,18 @@ func TestRouteInvalid(t *testing.T) {
 		if !strings.HasPrefix(l, path+":") {
 			t.Errorf("line does not name the file: %q", l)
 		}
+	}
+}
+
+// TestRouteUnknownEngine checks engine names against the engines this
+// program has: an unknown one is an error naming its line and the known
+// ones.
+func TestRouteUnknownEngine(t *testing.T) {
+	path := writeConfig(t, strings.Replace(reorderConfig, "engine: test-post", "engine: espeak", 1))
+	out, errs, code := runCLI(t, "route", "--config", path)
+	want := path + `:6: pipeline.stages[1].engine: unknown engine "espeak" (engines: audio-enhance, flite-talker, flite-vocoder, sphinx-aligner, test-a, `
+	if code != 2 || out != "" || !strings.HasPrefix(errs, want) {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want %q", code, out, errs, want)
 	}
 }
 

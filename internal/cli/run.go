@@ -12,16 +12,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/runclient"
-	"github.com/omnistage/omnistage/internal/wire"
+	"github.com/omnistage/omnistage/internal/hop"
 )
 
 const runSynopsis = "run --stage URL [--stage URL ...] [-o out.wav] [--timestamps] [--voice V] [--speed S] [--api-key-file F] TEXT"
 
-const runHelp = `Drives headless stage servers (omnistage serve --stage N) over POST /v1/run:
-posts TEXT to stage 0, then each answer's stage_input to the stage the answer
-names, until the last stage returns the audio. TEXT '-' reads standard input.
+const runHelp = `Drives headless stage servers (omnistage serve --stage N) over streamed
+POST /v1/run calls: posts TEXT to stage 0 and, as each answer starts, pipes
+it into a call to the stage the answer names, until the last stage answers.
+Every stage runs at once, so the audio reaches -o while later sentences are
+still being produced. TEXT '-' reads standard input.
 
 Each --stage gives one stage's servers, as ID=URL[,URL...] or URL[,URL...].
 Without ID= a flag names the stage after the previous flag's (the first is
@@ -30,12 +32,14 @@ stage 0), so
 is stage 0 and stage 1, and
   --stage 0=http://a:8101,http://b:8101 --stage 1=http://c:8102
 gives stage 0 two servers: calls start at each in turn, and a call that gets
-no answer or a 5xx moves on to the next (calls are stateless, so this is
-safe). A 4xx ends the run with the server's message.
+no answer or a 5xx before its answer starts moves on to the next (calls are
+stateless, so this is safe). A 4xx ends the run with the server's message.
 
-A progress line per call goes to standard error. The audio is written to -o
-(out.wav unless given; '-' writes it to standard output); --timestamps also
-requests word timestamps and prints them as JSON to standard output.
+A progress line per call goes to standard error, with the time to the
+call's first chunk. The audio is written to -o as a WAV file (out.wav
+unless given; '-' writes it to standard output as it arrives, with a
+streaming header whose sizes are unknown); --timestamps also requests word
+timestamps and prints them as JSON to standard output.
 
 Exit status: 0 on success, 1 when a call fails, 2 on a usage error.
 `
@@ -76,7 +80,7 @@ func runCoordinator(ctx context.Context, env Env, args []string) int {
 	if *out == "-" && *timestamps {
 		return usageErr("-o - and --timestamps both write to standard output; write the audio to a file")
 	}
-	client := &runclient.Client{}
+	client := &hop.Client{}
 	if *apiKeyFile != "" {
 		if client.APIKey, err = readKey(*apiKeyFile, nil); err != nil {
 			return usageErr("--api-key-file: %v", err)
@@ -93,14 +97,35 @@ func runCoordinator(ctx context.Context, env Env, args []string) int {
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
-	chain := &runclient.Chain{Client: client, Stages: stages, OnHop: func(h runclient.Hop) { printHop(env.Stderr, h) }}
-	start := time.Now()
-	resp, err := chain.Run(ctx, req)
+	sink, err := newAudioSink(env.Stdout, *out)
 	if err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage run: %v\n", err)
+		return ExitFailure
+	}
+	start := time.Now()
+	var words []engine.Word
+	var text2 strings.Builder
+	chain := &hop.Chain{Client: client, Stages: stages, OnHop: func(h hop.Hop) { printHop(env.Stderr, h) }}
+	res, err := chain.Run(ctx, req, func(kind engine.Kind, c engine.Chunk) error {
+		switch {
+		case c.Audio != nil:
+			return sink.write(c.Audio, start)
+		case c.Words != nil:
+			words = append(words, c.Words.Words...)
+		case c.Text != nil:
+			text2.WriteString(c.Text.Text)
+		}
+		return nil
+	})
+	if cerr := sink.close(); err == nil && cerr != nil {
+		err = fmt.Errorf("write audio: %w", cerr)
+	}
+	if err != nil {
+		sink.discard()
 		printRunError(env.Stderr, err)
 		return ExitFailure
 	}
-	return writeRunOutput(env, resp, *out, *timestamps, time.Since(start))
+	return reportRun(env, res, sink, text2.String(), words, *timestamps, time.Since(start))
 }
 
 // parseStageFlags turns the --stage flags into the servers of each stage
@@ -163,13 +188,13 @@ func checkStageURL(s string) error {
 // runRequest builds stage 0's request. Voice and speed go to
 // sampling_params[0]; the array then has one entry per stage id the --stage
 // flags span, the way the server wants it.
-func runRequest(text, requestID string, timestamps bool, numIDs int, voice string, speed float64) (*wire.RunRequest, error) {
-	input, err := json.Marshal(wire.Prompt{Text: text})
+func runRequest(text, requestID string, timestamps bool, numIDs int, voice string, speed float64) (*hop.RunRequest, error) {
+	input, err := json.Marshal(hop.Prompt{Text: text})
 	if err != nil {
 		return nil, err
 	}
 	zero := 0
-	req := &wire.RunRequest{StageID: &zero, StageInput: input, RequestID: requestID}
+	req := &hop.RunRequest{StageID: &zero, StageInput: input, RequestID: requestID}
 	if timestamps {
 		req.OutputModalities = []string{string(engine.KindAudio), string(engine.KindTimestamps)}
 	}
@@ -192,27 +217,35 @@ func runRequest(text, requestID string, timestamps bool, numIDs int, voice strin
 }
 
 // printHop writes one progress line.
-func printHop(w io.Writer, h runclient.Hop) {
-	// Whole milliseconds always, so every line reads alike ("0ms", not "0s").
-	took := fmt.Sprintf("%dms", h.Duration.Round(time.Millisecond).Milliseconds())
+func printHop(w io.Writer, h hop.Hop) {
 	if h.Err != nil {
 		then := "giving up"
 		if h.Retrying {
 			then = "trying another server"
 		}
-		fmt.Fprintf(w, "stage %d  %s  failed after %s: %v; %s\n", h.Stage, h.URL, took, h.Err, then)
+		fmt.Fprintf(w, "stage %d  %s  failed after %s: %v; %s\n", h.Stage, h.URL, ms(h.Duration), h.Err, then)
 		return
 	}
 	next := "finished"
-	if !h.Response.Finished {
-		next = fmt.Sprintf("next: stage %d", h.Response.StageID)
+	if !h.Finished {
+		next = fmt.Sprintf("next: stage %d", h.Next)
 	}
-	fmt.Fprintf(w, "stage %d  %s  %s  sent %s  received %s  %s\n", h.Stage, h.URL, took, byteSize(h.RequestBytes), byteSize(h.ResponseBytes), next)
+	first := "no chunk"
+	if h.Chunks > 0 {
+		first = "first chunk after " + ms(h.FirstChunk)
+	}
+	fmt.Fprintf(w, "stage %d  %s  %s, done after %s  %d chunks  %s  %s\n", h.Stage, h.URL, first, ms(h.Duration), h.Chunks, byteSize(h.Bytes), next)
+}
+
+// ms renders d in whole milliseconds, so every line reads alike ("0ms",
+// not "0s").
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%dms", d.Round(time.Millisecond).Milliseconds())
 }
 
 func printRunError(w io.Writer, err error) {
-	var he *runclient.HTTPError
-	var se *runclient.StageError
+	var he *hop.HTTPError
+	var se *hop.StageError
 	switch {
 	case errors.As(err, &he) && errors.As(err, &se) && he.Status < 500:
 		fmt.Fprintf(w, "omnistage run: stage %d at %s refused the request (%d %s): %s\n", se.Stage, se.URL, he.Status, he.Code, he.Message)
@@ -225,35 +258,21 @@ func printRunError(w io.Writer, err error) {
 	}
 }
 
-func writeRunOutput(env Env, resp *wire.RunResponse, out string, timestamps bool, took time.Duration) int {
-	o := resp.Output
-	if o.Audio == nil || len(o.Audio.Data) == 0 {
-		if o.Text != "" {
-			fmt.Fprintln(env.Stdout, o.Text)
+// reportRun prints the outcome of a finished run: the audio written, or
+// the text answer, and the timestamps when asked for.
+func reportRun(env Env, res *hop.Result, sink *audioSink, text string, words []engine.Word, timestamps bool, took time.Duration) int {
+	if sink.samples == 0 {
+		if text != "" {
+			fmt.Fprintln(env.Stdout, text)
 			return ExitOK
 		}
-		fmt.Fprintf(env.Stderr, "omnistage run: request %s finished at stage %d without audio\n", resp.RequestID, resp.StageID)
+		sink.discard()
+		fmt.Fprintf(env.Stderr, "omnistage run: request %s finished at stage %d without audio\n", res.RequestID, res.Stage)
 		return ExitFailure
 	}
-	if out == "-" {
-		if _, err := env.Stdout.Write(o.Audio.Data); err != nil {
-			fmt.Fprintf(env.Stderr, "omnistage run: write audio: %v\n", err)
-			return ExitFailure
-		}
-	} else {
-		if err := os.WriteFile(out, o.Audio.Data, 0o644); err != nil {
-			fmt.Fprintf(env.Stderr, "omnistage run: %v\n", err)
-			return ExitFailure
-		}
-	}
-	where := out
-	if out == "-" {
-		where = "standard output"
-	}
-	fmt.Fprintf(env.Stderr, "request %s: wrote %s to %s (%.2f s of %s at %d Hz) in %s\n",
-		resp.RequestID, byteSize(int64(len(o.Audio.Data))), where, float64(o.Audio.DurationMs)/1000, o.Audio.Format, o.Audio.SampleRate, took.Round(time.Millisecond))
+	fmt.Fprintf(env.Stderr, "request %s: wrote %s to %s (%.2f s of wav at %d Hz) in %s; first audio after %s\n",
+		res.RequestID, byteSize(sink.bytes()), sink.where(), float64(sink.samples)/float64(sink.rate), sink.rate, took.Round(time.Millisecond), ms(sink.first))
 	if timestamps {
-		words := o.Timestamps
 		if words == nil {
 			words = []engine.Word{}
 		}
@@ -265,6 +284,75 @@ func writeRunOutput(env Env, resp *wire.RunResponse, out string, timestamps bool
 		}
 	}
 	return ExitOK
+}
+
+// audioSink writes a run's audio as a WAV file while it arrives: a header
+// whose sizes are unknown first, fixed at the end when the file can seek.
+type audioSink struct {
+	path    string // "-" for standard output
+	w       io.Writer
+	f       *os.File // nil for standard output
+	rate    int
+	samples int64
+	first   time.Duration // from the start of the run to the first audio
+	buf     []byte
+}
+
+func newAudioSink(stdout io.Writer, path string) (*audioSink, error) {
+	if path == "-" {
+		return &audioSink{path: path, w: stdout}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return &audioSink{path: path, w: f, f: f}, nil
+}
+
+func (a *audioSink) write(au *engine.Audio, start time.Time) error {
+	a.buf = a.buf[:0]
+	if a.rate == 0 {
+		a.rate, a.first = au.SampleRate, time.Since(start)
+		a.buf = audio.AppendWAVHeader(a.buf, a.rate, audio.UnknownSize)
+	} else if au.SampleRate != a.rate {
+		return fmt.Errorf("the audio changes sample rate from %d to %d Hz", a.rate, au.SampleRate)
+	}
+	a.buf = append(a.buf, audio.PCMBytes(au.Samples)...)
+	a.samples += int64(len(au.Samples))
+	_, err := a.w.Write(a.buf)
+	return err
+}
+
+func (a *audioSink) bytes() int64 { return audio.WAVHeaderLen + 2*a.samples }
+
+func (a *audioSink) where() string {
+	if a.path == "-" {
+		return "standard output"
+	}
+	return a.path
+}
+
+// close writes the header's sizes into a file and closes it.
+func (a *audioSink) close() error {
+	if a.f == nil {
+		return nil
+	}
+	var err error
+	if a.rate != 0 {
+		_, err = a.f.WriteAt(audio.WAVHeader(a.rate, uint32(min(2*a.samples, int64(audio.UnknownSize-1)))), 0)
+	}
+	if cerr := a.f.Close(); err == nil {
+		err = cerr
+	}
+	a.f = nil
+	return err
+}
+
+// discard removes a file that holds no complete answer.
+func (a *audioSink) discard() {
+	if a.path != "-" {
+		_ = os.Remove(a.path)
+	}
 }
 
 // byteSize renders n bytes for people: "512 B", "12.3 KiB", "4.0 MiB".

@@ -6,73 +6,51 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/omnistage/omnistage/internal/api"
+	"github.com/omnistage/omnistage/internal/api/apitest"
+	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/wire"
+	"github.com/omnistage/omnistage/internal/engines/builtin"
+	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
-// fakeRunServer is a stage server of a two-stage pipeline: stage 0 passes
-// the text on, stage 1 answers with a WAV file and, when asked for, word
-// timestamps.
-type fakeRunServer struct {
-	stage int
-	mu    sync.Mutex
-	got   []wire.RunRequest
-	auth  []string
-	// refuse, when set, answers every call with this status and message.
-	refuse     int
-	refuseCode string
-}
+// apiKey is the stage servers' API key.
+const apiKey = "0123456789abcdef0123"
 
-var fakeWAV = []byte("RIFF....WAVEfmt fake wav bytes")
-
-var fakeWords = []engine.Word{{Word: "hello", StartMs: 0, EndMs: 300}, {Word: "world", StartMs: 300, EndMs: 700}}
-
-func (f *fakeRunServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var req wire.RunRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), 400)
-		return
-	}
-	f.mu.Lock()
-	f.got = append(f.got, req)
-	f.auth = append(f.auth, r.Header.Get("Authorization"))
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	if f.refuse != 0 {
-		w.WriteHeader(f.refuse)
-		fmt.Fprintf(w, `{"error":{"message":"the voice \"zzz\" is unknown","type":"invalid_request_error","code":%q}}`, f.refuseCode)
-		return
-	}
-	if f.stage == 0 {
-		var p wire.Prompt
-		_ = json.Unmarshal(req.StageInput, &p)
-		mods, _ := json.Marshal(req.OutputModalities)
-		json.NewEncoder(w).Encode(wire.RunResponse{RequestID: "r-42", StageID: 1, StageInput: p.Text + "|" + string(mods)})
-		return
-	}
-	var in string
-	_ = json.Unmarshal(req.StageInput, &in)
-	out := &wire.Output{Audio: &wire.Audio{Format: "wav", SampleRate: 16000, DurationMs: 700, Data: fakeWAV}}
-	if strings.Contains(in, "timestamps") {
-		out.Timestamps = fakeWords
-	}
-	json.NewEncoder(w).Encode(wire.RunResponse{RequestID: "r-42", StageID: 1, Finished: true, Output: out})
-}
-
-func startFake(t *testing.T, f *fakeRunServer) string {
+// startStageServers starts headless stage servers of the built-in tts
+// pipeline over the real engines (talker, vocoder, aligner), with an API
+// key, for the length of the test.
+func startStageServers(t *testing.T) ([]string, *pipeline.Config) {
 	t.Helper()
-	s := httptest.NewServer(f)
-	t.Cleanup(s.Close)
-	return s.URL
+	cfg, err := pipeline.Builtin("tts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for id := range 3 {
+		stage := id
+		s := apitest.Start(t, cfg, orchestrator.Options{Registry: builtin.Registry()}, api.Options{Stage: &stage, APIKey: apiKey})
+		urls = append(urls, s.URL)
+	}
+	return urls, cfg
+}
+
+// keyFile writes the API key to a file and returns its path.
+func keyFile(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(f, []byte(apiKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func runWith(t *testing.T, stdin string, args ...string) (stdout []byte, stderr string, code int) {
@@ -92,115 +70,133 @@ func closedURL(t *testing.T) string {
 	return "http://" + l.Addr().String()
 }
 
-func TestRunCoordinator(t *testing.T) {
-	s0, s1 := &fakeRunServer{stage: 0}, &fakeRunServer{stage: 1}
-	u0, u1 := startFake(t, s0), startFake(t, s1)
-	keyFile := filepath.Join(t.TempDir(), "key")
-	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123\n"), 0o600); err != nil {
+// said is what omnistage say makes of text with args: the reference the
+// chain of stage servers must match.
+func said(t *testing.T, text string, args ...string) (*engine.Audio, []engine.Word) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "say.wav")
+	stdout, stderr, code := runWith(t, "", append(append([]string{"say", "--timestamps", "-o", out}, args...), text)...)
+	if code != ExitOK {
+		t.Fatalf("say: exit %d:\n%s", code, stderr)
+	}
+	a := readWAVFile(t, out)
+	var words []engine.Word
+	if err := json.Unmarshal(stdout, &words); err != nil {
+		t.Fatalf("say's timestamps %q: %v", stdout, err)
+	}
+	return a, words
+}
+
+func readWAVFile(t *testing.T, path string) *engine.Audio {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
+	a, err := audio.ReadWAV(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if want := audio.WAVHeader(a.SampleRate, uint32(2*len(a.Samples))); !bytes.Equal(data[:audio.WAVHeaderLen], want) {
+		t.Errorf("%s: the header's sizes are not the file's", path)
+	}
+	return a
+}
+
+func TestRunCoordinator(t *testing.T) {
+	urls, _ := startStageServers(t)
+	const text = "Hello world. The chain streams each sentence."
+	wantAudio, wantWords := said(t, text, "--voice", "rms", "--speed", "1.5")
 	outPath := filepath.Join(t.TempDir(), "speech.wav")
-	stdout, stderr, code := runWith(t, "", "run", "--stage", u0, "--stage", u1, "-o", outPath, "--timestamps",
-		"--voice", "slt", "--speed", "1.5", "--api-key-file", keyFile, "--request-id", "r-42", "hello world")
+	stdout, stderr, code := runWith(t, "", "run", "--stage", urls[0], "--stage", urls[1], "--stage", urls[2], "-o", outPath, "--timestamps",
+		"--voice", "rms", "--speed", "1.5", "--api-key-file", keyFile(t), "--request-id", "r-42", text)
 	if code != ExitOK {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
-	// One progress line per stage: stage, URL, time, bytes out and in.
-	for i, u := range []string{u0, u1} {
-		re := regexp.MustCompile(fmt.Sprintf(`(?m)^stage %d  %s  \d+ms  sent \d+ B  received \d+ B  `, i, regexp.QuoteMeta(u)))
+	// One progress line per stage: stage, URL, time to the first chunk,
+	// time to the end, chunks, bytes, and where the answer went.
+	for i, u := range urls {
+		re := regexp.MustCompile(fmt.Sprintf(`(?m)^stage %d  %s  first chunk after \d+ms, done after \d+ms  \d+ chunks  \d+(\.\d)? [KM]?i?B  (next: stage %d|finished)$`, i, regexp.QuoteMeta(u), i+1))
 		if !re.MatchString(stderr) {
 			t.Errorf("no progress line for stage %d in:\n%s", i, stderr)
 		}
 	}
-	if !strings.Contains(stderr, "next: stage 1") || !strings.Contains(stderr, "finished") || !strings.Contains(stderr, "wrote") || !strings.Contains(stderr, outPath) {
+	if !regexp.MustCompile(`request r-42: wrote .* to ` + regexp.QuoteMeta(outPath) + ` \(.* s of wav at 16000 Hz\) in .*; first audio after \d+ms`).MatchString(stderr) {
 		t.Errorf("stderr:\n%s", stderr)
 	}
-	data, err := os.ReadFile(outPath)
-	if err != nil || !bytes.Equal(data, fakeWAV) {
-		t.Fatalf("-o file = %q, %v", data, err)
+	got := readWAVFile(t, outPath)
+	if got.SampleRate != wantAudio.SampleRate || !slices.Equal(got.Samples, wantAudio.Samples) {
+		t.Errorf("audio: %d samples at %d Hz, say made %d at %d Hz", len(got.Samples), got.SampleRate, len(wantAudio.Samples), wantAudio.SampleRate)
 	}
 	var words []engine.Word
-	if err := json.Unmarshal(stdout, &words); err != nil || len(words) != 2 || words[1] != fakeWords[1] {
-		t.Fatalf("stdout %q: %v", stdout, err)
-	}
-	req := s0.got[0]
-	if *req.StageID != 0 || string(req.StageInput) != `{"text":"hello world"}` || req.RequestID != "r-42" {
-		t.Errorf("stage 0 request = %+v", req)
-	}
-	if fmt.Sprint(req.OutputModalities) != "[audio timestamps]" {
-		t.Errorf("output_modalities = %v", req.OutputModalities)
-	}
-	if len(req.SamplingParams) != 2 || string(req.SamplingParams[0]) != `{"speed":1.5,"voice":"slt"}` || string(req.SamplingParams[1]) != "null" {
-		t.Errorf("sampling_params = %s", req.SamplingParams)
-	}
-	if s0.auth[0] != "Bearer 0123456789abcdef0123" || s1.auth[0] != s0.auth[0] {
-		t.Errorf("auth = %q, %q", s0.auth, s1.auth)
-	}
-	if got := s1.got[0]; got.SamplingParams != nil || got.RequestID != "" || got.OutputModalities != nil {
-		t.Errorf("stage 1 got more than the payload: %+v", got)
+	if err := json.Unmarshal(stdout, &words); err != nil || !slices.Equal(words, wantWords) {
+		t.Fatalf("stdout %q (%v), want %v", stdout, err, wantWords)
 	}
 }
 
 func TestRunCoordinatorDefaults(t *testing.T) {
-	u0, u1 := startFake(t, &fakeRunServer{stage: 0}), startFake(t, &fakeRunServer{stage: 1})
+	urls, _ := startStageServers(t)
+	wantAudio, _ := said(t, "text from stdin")
 	t.Chdir(t.TempDir())
-	stdout, stderr, code := runWith(t, "text from stdin\n", "run", "--stage", u0, "--stage", u1, "-")
+	key := keyFile(t)
+	stdout, stderr, code := runWith(t, "text from stdin\n", "run", "--stage", urls[0], "--stage", urls[1], "--api-key-file", key, "-")
 	if code != ExitOK {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 	if len(stdout) != 0 {
 		t.Errorf("stdout without --timestamps: %q", stdout)
 	}
-	if data, err := os.ReadFile("out.wav"); err != nil || !bytes.Equal(data, fakeWAV) {
-		t.Fatalf("out.wav = %q, %v", data, err)
+	if got := readWAVFile(t, "out.wav"); !slices.Equal(got.Samples, wantAudio.Samples) {
+		t.Errorf("out.wav: %d samples, want %d", len(got.Samples), len(wantAudio.Samples))
 	}
 	if !strings.Contains(stderr, "to out.wav") {
 		t.Errorf("stderr does not say where the audio went:\n%s", stderr)
 	}
 
-	// -o - writes the WAV bytes to standard output.
-	stdout, stderr, code = runWith(t, "", "run", "--stage", "0="+u0, "--stage", "1="+u1, "-o", "-", "hi")
-	if code != ExitOK || !bytes.Equal(stdout, fakeWAV) {
-		t.Fatalf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	// -o - writes a streaming WAV to standard output as it arrives.
+	stdout, stderr, code = runWith(t, "", "run", "--stage", "0="+urls[0], "--stage", "1="+urls[1], "--api-key-file", key, "-o", "-", "text from stdin")
+	if code != ExitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	got, err := audio.ReadWAV(bytes.NewReader(stdout))
+	if err != nil || !slices.Equal(got.Samples, wantAudio.Samples) || !bytes.Equal(stdout[:audio.WAVHeaderLen], audio.WAVHeader(16000, audio.UnknownSize)) {
+		t.Fatalf("stdout: %v, %d samples, want %d", err, len(got.Samples), len(wantAudio.Samples))
 	}
 }
 
 func TestRunCoordinatorRetriesAnotherServer(t *testing.T) {
-	s1 := &fakeRunServer{stage: 1}
+	urls, _ := startStageServers(t)
 	dead := closedURL(t)
-	u0, u1 := startFake(t, &fakeRunServer{stage: 0}), startFake(t, s1)
 	out := filepath.Join(t.TempDir(), "a.wav")
-	_, stderr, code := runWith(t, "", "run", "--stage", "1="+dead+","+u1, "--stage", "0="+u0, "-o", out, "hi")
+	_, stderr, code := runWith(t, "", "run", "--stage", "1="+dead+","+urls[1], "--stage", "0="+urls[0], "--api-key-file", keyFile(t), "-o", out, "hi")
 	if code != ExitOK {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 	if !strings.Contains(stderr, "stage 1  "+dead+"  failed after") || !strings.Contains(stderr, "trying another server") {
 		t.Errorf("no retry line in:\n%s", stderr)
 	}
-	if len(s1.got) != 1 {
-		t.Errorf("second server got %d calls", len(s1.got))
-	}
 }
 
 func TestRunCoordinatorFailures(t *testing.T) {
-	u0 := startFake(t, &fakeRunServer{stage: 0})
-	refusing := &fakeRunServer{stage: 1, refuse: 400, refuseCode: "bad_request"}
-	other := &fakeRunServer{stage: 1}
-	u1, u1b := startFake(t, refusing), startFake(t, other)
+	urls, _ := startStageServers(t)
+	key := keyFile(t)
 	out := filepath.Join(t.TempDir(), "a.wav")
 
-	_, stderr, code := runWith(t, "", "run", "--stage", u0, "--stage", u1+","+u1b, "-o", out, "hi")
+	_, stderr, code := runWith(t, "", "run", "--stage", urls[0], "--stage", urls[1], "--api-key-file", key, "--voice", "zzz", "-o", out, "hi")
 	if code != ExitFailure {
 		t.Fatalf("exit %d on a 400, want %d", code, ExitFailure)
 	}
-	if !strings.Contains(stderr, `stage 1 at `+u1+` refused the request (400 bad_request): the voice "zzz" is unknown`) {
+	if !strings.Contains(stderr, `stage 0 at `+urls[0]+` refused the request (400 bad_request): `) || !strings.Contains(stderr, `"zzz"`) {
 		t.Errorf("stderr:\n%s", stderr)
-	}
-	if len(other.got) != 0 {
-		t.Error("a 400 was retried on another server")
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("an output file was written for a failed run")
+	}
+
+	// Without the API key: a 401, not retried.
+	_, stderr, code = runWith(t, "", "run", "--stage", urls[0]+","+urls[0], "--stage", urls[1], "-o", out, "hi")
+	if code != ExitFailure || !strings.Contains(stderr, "(401 invalid_api_key)") || strings.Contains(stderr, "trying another server") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
 	}
 
 	// Every server of a stage down: exit 1 naming the stage.
@@ -210,7 +206,7 @@ func TestRunCoordinatorFailures(t *testing.T) {
 	}
 
 	// An answer naming a stage nobody gave.
-	_, stderr, code = runWith(t, "", "run", "--stage", u0, "-o", out, "hi")
+	_, stderr, code = runWith(t, "", "run", "--stage", urls[0], "--api-key-file", key, "-o", out, "hi")
 	if code != ExitFailure || !strings.Contains(stderr, "no server for stage 1") {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
@@ -42,7 +43,7 @@ func say(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "omnistage say: -o - and --timestamps would both write to stdout; give -o a file")
 		return ExitUsage
 	}
-	cfg, err := loadConfig(*config)
+	cfg, err := env.loadConfig(*config)
 	if err != nil {
 		printConfigError(env.Stderr, err)
 		return ExitUsage
@@ -62,7 +63,9 @@ func say(ctx context.Context, env Env, args []string) int {
 		logLevel = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: logLevel}))
-	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: env.registry(), Logger: log})
+	opts := env.orchestratorOptions(cfg, payload.NewCodec(nil))
+	opts.Logger = log
+	o, err := orchestrator.New(cfg, opts)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
 		return ExitFailure

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -14,12 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/omnistage/omnistage/internal/api"
-	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/engines/worker"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
-	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 const serveSynopsis = "serve [--config F] [--addr 127.0.0.1:8080] [--stage N] [--payload-key-file F] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--log-level L]"
@@ -66,7 +62,7 @@ func serve(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "omnistage serve: --shutdown-timeout and --max-conns must be positive")
 		return ExitUsage
 	}
-	cfg, err := loadConfig(*config)
+	cfg, err := env.loadConfig(*config)
 	if err != nil {
 		printConfigError(env.Stderr, err)
 		return ExitUsage
@@ -74,7 +70,7 @@ func serve(ctx context.Context, env Env, args []string) int {
 	opts := api.Options{ShutdownTimeout: *shutdownTimeout, MaxConns: *maxConns}
 	switch {
 	case asWorker:
-		if err := workerConfig(cfg, *stage); err != nil {
+		if err := worker.ChildConfig(cfg, *stage); err != nil {
 			fmt.Fprintf(env.Stderr, "omnistage serve --worker: %v\n", err)
 			return ExitUsage
 		}
@@ -97,7 +93,7 @@ func serve(ctx context.Context, env Env, args []string) int {
 	}
 	if asWorker {
 		// Only the parent, which chose this key, may call a worker.
-		opts.APIKey = strings.TrimSpace(env.Getenv(worker.APIKeyEnv))
+		opts.APIKey = worker.ChildAPIKey(env.Getenv)
 	}
 	if *apiKeyFile != "" {
 		if opts.APIKey, err = readKey(*apiKeyFile, nil); err != nil {
@@ -110,12 +106,10 @@ func serve(ctx context.Context, env Env, args []string) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	codec := payload.NewCodec([]byte(payloadKey))
-	orchOpts := orchestrator.Options{
-		Registry: env.registry(), Registerer: reg, Logger: log,
-		// Remote stages sign their hops with this server's key; worker
-		// processes write their output where this server does.
-		RemoteOptions: engine.Options{remote.OptCodec: codec, worker.OptStderr: env.Stderr},
-	}
+	// Remote stages sign their hops with this server's key; worker
+	// processes write their output where this server does.
+	orchOpts := env.orchestratorOptions(cfg, codec)
+	orchOpts.Registerer, orchOpts.Logger = reg, log
 	if asWorker {
 		orchOpts.Stages = []int{*stage}
 	} else if opts.Stage != nil {
@@ -145,15 +139,9 @@ func serve(ctx context.Context, env Env, args []string) int {
 		return ExitFailure
 	}
 	if asWorker {
-		// The parent holds the other end of stdin: end of file means it
-		// stopped this worker, or died, and a worker never outlives it.
-		wctx, cancel := context.WithCancel(ctx)
+		var cancel context.CancelFunc
+		ctx, cancel = worker.WatchParent(ctx, env.Stdin)
 		defer cancel()
-		ctx = wctx
-		go func() {
-			_, _ = io.Copy(io.Discard, env.Stdin)
-			cancel()
-		}()
 		if err := worker.Announce(env.Stdout, ln.Addr(), cfg); err != nil {
 			_ = ln.Close()
 			_ = orch.Shutdown(context.Background())
@@ -166,18 +154,6 @@ func serve(ctx context.Context, env Env, args []string) int {
 		return ExitFailure
 	}
 	return ExitOK
-}
-
-// workerConfig makes cfg that of a worker process of stage id: the one
-// replica its parent started it for, in this process.
-func workerConfig(cfg *pipeline.Config, id int) error {
-	n := len(cfg.Deploy.Stages)
-	if id < 0 || id >= n {
-		return fmt.Errorf("--stage must name one of the pipeline's stages, 0..%d", n-1)
-	}
-	d := &cfg.Deploy.Stages[id]
-	d.Placement, d.Replicas, d.Endpoints = pipeline.PlacementInproc, 1, nil
-	return nil
 }
 
 // minKeyLen is the shortest key accepted: HMAC keys and bearer tokens

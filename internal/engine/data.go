@@ -124,6 +124,9 @@ type SliceSource struct {
 // NewSliceSource returns a Source that yields chunks in order.
 func NewSliceSource(chunks ...Chunk) *SliceSource { return &SliceSource{chunks: chunks} }
 
+// Reset makes s yield chunks in order, from the first.
+func (s *SliceSource) Reset(chunks ...Chunk) { s.chunks = chunks }
+
 // Recv implements Source.
 func (s *SliceSource) Recv(ctx context.Context) (Chunk, error) {
 	if err := ctx.Err(); err != nil {

@@ -230,6 +230,12 @@ func (r *Registry) Lookup(name string) (Driver, bool) {
 	return d, ok
 }
 
+// Has reports whether an engine is registered under name.
+func (r *Registry) Has(name string) bool {
+	_, ok := r.Lookup(name)
+	return ok
+}
+
 // Names lists the registered engine names, sorted.
 func (r *Registry) Names() []string {
 	r.mu.RLock()

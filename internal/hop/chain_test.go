@@ -1,4 +1,4 @@
-package runclient_test
+package hop_test
 
 import (
 	"bytes"
@@ -6,28 +6,237 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/omnistage/omnistage/internal/api"
+	"github.com/omnistage/omnistage/internal/api/apitest"
+	"github.com/omnistage/omnistage/internal/apijson"
+	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/flite"
 	"github.com/omnistage/omnistage/internal/engines/sphinx"
+	"github.com/omnistage/omnistage/internal/engines/testengine"
+	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
-	"github.com/omnistage/omnistage/internal/runclient"
-	"github.com/omnistage/omnistage/internal/wire"
 )
 
-// startServer runs the real HTTP API over the built-in tts pipeline with
-// the real engines: the full server when stage is nil, else the headless
-// server of that stage. It returns the base URL once the server is ready.
-func startServer(t *testing.T, stage *int, key string) string {
-	t.Helper()
+// TestChainMatchesOneServer drives three headless stage servers with the
+// streamed chain and checks the outputs against one server's in-process
+// run: same chunks, in order, and every hop reported once.
+func TestChainMatchesOneServer(t *testing.T) {
+	cfg := parse(t, textPipeline)
+	const key = "chain-test-key-0123456789"
+	params := []json.RawMessage{json.RawMessage(`{"tag":"x"}`), json.RawMessage(`{"tag":"y"}`), json.RawMessage(`{"tag":"z"}`)}
+	full := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(nil)}, api.Options{})
+	st, err := full.Orch.Submit(context.Background(), orchestrator.Request{Prompt: engine.Prompt{Text: "hello world"}, Params: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Collect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := collected{}
+	for _, c := range res[0].Chunks {
+		_ = want.add(engine.KindText, c)
+	}
+
+	urls := startStages(t, cfg, key, nil)
+	var mu sync.Mutex
+	var hops []hop.Hop
+	chain := &hop.Chain{Stages: urls, OnHop: func(h hop.Hop) { mu.Lock(); hops = append(hops, h); mu.Unlock() }}
+	req := prompt("hello world")
+	req.SamplingParams = params
+	got, result, err := run(context.Background(), chain, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() || got.String() != "text=hello world|a+x.0|b+y.0|c+z.0 / hello world|a+x.1|b+y.0|c+z.0" {
+		t.Errorf("chain: %s\nwant: %s", got, want)
+	}
+	if result.Stage != 2 || !strings.HasPrefix(result.RequestID, "req-") {
+		t.Errorf("result %+v", result)
+	}
+	if len(hops) != 3 {
+		t.Fatalf("%d hops reported, want 3: %+v", len(hops), hops)
+	}
+	for _, h := range hops {
+		if h.Err != nil || h.Chunks != 2 || h.FirstChunk <= 0 || h.FirstChunk > h.Duration || h.Bytes == 0 {
+			t.Errorf("hop %+v", h)
+		}
+		if h.Finished != (h.Stage == 2) || (!h.Finished && h.Next != h.Stage+1) {
+			t.Errorf("hop %d: finished %v, next %d", h.Stage, h.Finished, h.Next)
+		}
+	}
+}
+
+// TestChainStreams checks that every stage runs at once: the last stage's
+// first output reaches the caller while stage 0 is still producing.
+func TestChainStreams(t *testing.T) {
+	cfg := parse(t, textPipeline)
+	release := make(chan struct{})
+	hooks := &testengine.Hooks{Chunk: func(ctx context.Context, e *testengine.Engine, job *engine.Job, n int) error {
+		if e.Spec.StageID == 0 && n == 1 {
+			// Stage 0 holds its second chunk until the first has come
+			// out of stage 2, at the caller.
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}}
+	urls := startStages(t, cfg, "", hooks)
+	var once sync.Once
+	var n int
+	_, err := (&hop.Chain{Stages: urls}).Run(context.Background(), prompt("streamed"), func(kind engine.Kind, c engine.Chunk) error {
+		n++
+		once.Do(func() { close(release) })
+		return nil
+	})
+	if err != nil || n != 2 {
+		t.Fatalf("%d outputs, %v", n, err)
+	}
+}
+
+// TestChainErrors checks how a chain fails: a 4xx ends it at once without
+// a retry; a stage that fails mid-stream is named; nothing stays bound on
+// any server.
+func TestChainErrors(t *testing.T) {
+	cfg := parse(t, textPipeline)
+	fail := &testengine.Hooks{Chunk: func(ctx context.Context, e *testengine.Engine, job *engine.Job, n int) error {
+		if e.Spec.StageID == 1 && n == 1 {
+			return &engine.InputError{Reason: "stage 1 refuses its second chunk"}
+		}
+		return nil
+	}}
+	urls := startStages(t, cfg, "", fail)
+
+	t.Run("bad params", func(t *testing.T) {
+		req := prompt("x")
+		req.SamplingParams = []json.RawMessage{json.RawMessage(`{"nope": 1}`)}
+		calls := 0
+		_, _, err := run(context.Background(), &hop.Chain{Stages: urls, OnHop: func(hop.Hop) { calls++ }}, req)
+		var he *hop.HTTPError
+		var se *hop.StageError
+		if !errors.As(err, &he) || he.Status != 400 || !errors.As(err, &se) || se.Stage != 0 || hop.Retryable(err) || calls != 1 {
+			t.Fatalf("err = %v after %d calls", err, calls)
+		}
+	})
+	t.Run("mid-stream", func(t *testing.T) {
+		_, _, err := run(context.Background(), &hop.Chain{Stages: urls}, prompt("x"))
+		var he *hop.HTTPError
+		var se *hop.StageError
+		if !errors.As(err, &he) || he.Status != 400 || !strings.Contains(he.Message, "refuses its second chunk") || !errors.As(err, &se) || se.Stage != 1 {
+			t.Fatalf("err = %#v", err)
+		}
+	})
+	t.Run("no server", func(t *testing.T) {
+		_, _, err := run(context.Background(), &hop.Chain{Stages: map[int][]string{0: urls[0]}}, prompt("x"))
+		var ns *hop.NoServerError
+		if !errors.As(err, &ns) || ns.Stage != 1 {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+// TestChainRetries checks that a call that gets no answer, or a 5xx
+// before its answer starts, moves on to the stage's next server with the
+// input it had read replayed, and that round robin spreads the hops.
+func TestChainRetries(t *testing.T) {
+	cfg := parse(t, textPipeline)
+	urls := startStages(t, cfg, "", nil)
+	var busy atomic.Int32
+	overloaded := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		busy.Add(1)
+		// Read some of the streamed input first, as a server that fails
+		// at admission has: the retry must send it again.
+		_, _ = io.ReadFull(r.Body, make([]byte, 30))
+		writeErr(w, http.StatusServiceUnavailable, "overloaded", "busy")
+	}))
+	stages := map[int][]string{0: urls[0], 1: {deadURL(t), overloaded, urls[1][0]}, 2: urls[2]}
+	var mu sync.Mutex
+	var hops []hop.Hop
+	chain := &hop.Chain{Stages: stages, Backoff: time.Millisecond, OnHop: func(h hop.Hop) { mu.Lock(); hops = append(hops, h); mu.Unlock() }}
+	got, _, err := run(context.Background(), chain, prompt("retry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != "text=retry|a.0|b.0|c.0 / retry|a.1|b.0|c.0" {
+		t.Errorf("output %s", got)
+	}
+	var stage1 []string
+	for _, h := range hops {
+		if h.Stage == 1 {
+			stage1 = append(stage1, map[bool]string{true: "retry", false: "ok"}[h.Retrying])
+		}
+	}
+	if strings.Join(stage1, " ") != "retry retry ok" || busy.Load() != 1 {
+		t.Errorf("stage 1 calls: %v, the busy server called %d times", stage1, busy.Load())
+	}
+	// The next request starts at stage 1's second server, then goes on.
+	if _, _, err := run(context.Background(), chain, prompt("again")); err != nil || busy.Load() != 2 {
+		t.Errorf("second request: %v, busy server called %d times", err, busy.Load())
+	}
+}
+
+// TestChainCancel cancels a chain while its stages run: Run returns the
+// cancellation at once and every server ends idle.
+func TestChainCancel(t *testing.T) {
+	cfg := parse(t, textPipeline)
+	started := make(chan struct{})
+	var once sync.Once
+	hooks := &testengine.Hooks{Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
+		if e.Spec.StageID == 2 {
+			once.Do(func() { close(started) })
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}}
+	var orchs []*orchestrator.Orchestrator
+	urls := map[int][]string{}
+	for id := range 3 {
+		stage := id
+		s := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(hooks)}, api.Options{Stage: &stage})
+		urls[id], orchs = []string{s.URL}, append(orchs, s.Orch)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := run(ctx, &hop.Chain{Stages: urls}, prompt("cancel me"))
+		errc <- err
+	}()
+	<-started
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) || hop.Retryable(err) {
+			t.Fatalf("err = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	idle(t, orchs...)
+}
+
+// TestChainMatchesGenerate drives three headless stage servers (talker,
+// vocoder, aligner) over the real engines, signed, and checks the audio
+// and timestamps against a single server's /v1/generate; the audio comes
+// from the vocoder's hand-off, as it passes, before the aligner answers.
+func TestChainMatchesGenerate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four servers with the real engines")
+	}
 	cfg, err := pipeline.Builtin("tts")
 	if err != nil {
 		t.Fatal(err)
@@ -35,58 +244,19 @@ func startServer(t *testing.T, stage *int, key string) string {
 	reg := &engine.Registry{}
 	flite.Register(reg)
 	sphinx.Register(reg)
-	orch, err := orchestrator.New(cfg, orchestrator.Options{Registry: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := api.New(orch, api.Options{Stage: stage, Codec: payload.NewCodec([]byte(key)), ShutdownTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	url := "http://" + ln.Addr().String()
-	c := &runclient.Client{}
-	deadline := time.Now().Add(2 * time.Minute)
-	for c.Probe(ctx, url, "/ready") != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("server not ready")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return url
-}
-
-// TestChainMatchesGenerate drives three headless stage servers (talker,
-// vocoder, aligner) with Chain and checks that the answer is the one a
-// single server gives to /v1/generate.
-func TestChainMatchesGenerate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts four servers with the real engines")
-	}
 	const key = "e2e-payload-key-0123456789"
-	full := startServer(t, nil, "")
+	full := apitest.Start(t, cfg, orchestrator.Options{Registry: reg}, api.Options{})
 	stages := map[int][]string{}
 	for id := range 3 {
-		stages[id] = []string{startServer(t, &id, key)}
+		stage := id
+		stages[id] = []string{apitest.Start(t, cfg, orchestrator.Options{Registry: reg}, api.Options{Stage: &stage, Codec: payload.NewCodec([]byte(key))}).URL}
 	}
-	const text = "Stage servers keep no state between calls."
+	const text = "Stage servers keep no state between calls. Each hop streams."
 	params := []json.RawMessage{json.RawMessage(`{"voice":"slt","speed":1.2}`), nil, nil}
 	modalities := []string{"audio", "timestamps"}
 
-	body, _ := json.Marshal(wire.GenerateRequest{Input: &wire.Input{Text: text}, OutputModalities: modalities, SamplingParams: params})
-	resp, err := http.Post(full+"/v1/generate", "application/json", bytes.NewReader(body))
+	body, _ := json.Marshal(apijson.GenerateRequest{Input: &apijson.Input{Text: text}, OutputModalities: modalities, SamplingParams: params})
+	resp, err := http.Post(full.URL+"/v1/generate", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,60 +265,66 @@ func TestChainMatchesGenerate(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("/v1/generate: %d %s", resp.StatusCode, data)
 	}
-	var gen wire.GenerateResponse
+	var gen apijson.GenerateResponse
 	if err := json.Unmarshal(data, &gen); err != nil {
 		t.Fatal(err)
 	}
-	var want wire.Output
+	var wantAudio *engine.Audio
+	var wantWords []engine.Word
 	for _, o := range gen.Outputs {
 		if o.Audio != nil {
-			want.Audio = o.Audio
+			if wantAudio, err = audio.ReadWAV(bytes.NewReader(o.Audio.Data)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if o.Timestamps != nil {
-			want.Timestamps = o.Timestamps
+			wantWords = o.Timestamps
 		}
 	}
-	if want.Audio == nil || len(want.Timestamps) == 0 {
+	if wantAudio == nil || len(wantWords) == 0 {
 		t.Fatalf("/v1/generate answered %s", data)
 	}
 
-	var hops []runclient.Hop
-	chain := &runclient.Chain{Client: &runclient.Client{}, Stages: stages, OnHop: func(h runclient.Hop) { hops = append(hops, h) }}
-	zero := 0
-	input, _ := json.Marshal(wire.Prompt{Text: text})
-	got, err := chain.Run(context.Background(), &wire.RunRequest{StageID: &zero, StageInput: input, SamplingParams: params, OutputModalities: modalities})
+	var audioChunks []engine.Chunk
+	var words []engine.Word
+	wordsBeforeAudio := false
+	req := prompt(text, modalities...)
+	req.SamplingParams = params
+	_, err = (&hop.Chain{Stages: stages}).Run(context.Background(), req, func(kind engine.Kind, c engine.Chunk) error {
+		switch kind {
+		case engine.KindAudio:
+			if len(words) > 0 {
+				wordsBeforeAudio = true
+			}
+			audioChunks = append(audioChunks, c)
+		case engine.KindTimestamps:
+			words = append(words, c.Words.Words...)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hops) != 3 || !got.Finished || got.StageID != 2 {
-		t.Fatalf("answer %+v after %d hops", got, len(hops))
+	got, err := engine.JoinAudio(audioChunks)
+	if err != nil || got == nil {
+		t.Fatalf("audio: %v", err)
 	}
-	if !bytes.Equal(got.Output.Audio.Data, want.Audio.Data) || got.Output.Audio.SampleRate != want.Audio.SampleRate {
-		t.Errorf("audio differs from /v1/generate's: %d bytes at %d Hz, want %d bytes at %d Hz",
-			len(got.Output.Audio.Data), got.Output.Audio.SampleRate, len(want.Audio.Data), want.Audio.SampleRate)
+	if got.SampleRate != wantAudio.SampleRate || !reflect.DeepEqual(got.Samples, wantAudio.Samples) {
+		t.Errorf("audio differs from /v1/generate's: %d samples at %d Hz, want %d at %d Hz", len(got.Samples), got.SampleRate, len(wantAudio.Samples), wantAudio.SampleRate)
 	}
-	if !reflect.DeepEqual(got.Output.Timestamps, want.Timestamps) {
-		t.Errorf("timestamps %v, want %v", got.Output.Timestamps, want.Timestamps)
+	if !reflect.DeepEqual(words, wantWords) || wordsBeforeAudio {
+		t.Errorf("timestamps %v (before the audio: %v), want %v", words, wordsBeforeAudio, wantWords)
 	}
-	for _, h := range hops {
-		t.Logf("stage %d: %s, sent %d B, received %d B", h.Stage, h.Duration.Round(time.Millisecond), h.RequestBytes, h.ResponseBytes)
+	if len(audioChunks) < 5 {
+		t.Errorf("the audio came in %d chunks; the vocoder streams blocks of at most 100 ms", len(audioChunks))
 	}
 
-	// A payload for the vocoder posted to the aligner's server is refused
+	// A hand-off for the vocoder posted to the aligner's server is refused
 	// with a 4xx that names the problem, and nothing is retried.
-	first, err := (&runclient.Client{}).Run(context.Background(), stages[0][0], &wire.RunRequest{StageID: &zero, StageInput: input})
-	if err != nil {
-		t.Fatal(err)
+	wrong := &hop.Chain{Stages: map[int][]string{0: stages[0], 1: stages[2]}}
+	_, _, err = run(context.Background(), wrong, prompt(text))
+	var he *hop.HTTPError
+	if !errors.As(err, &he) || he.Status != 400 || he.Code != "wrong_stage" || hop.Retryable(err) {
+		t.Fatalf("hand-off to the wrong server: %v", err)
 	}
-	wrong := &runclient.Chain{Stages: map[int][]string{1: stages[2]}}
-	_, err = wrong.Run(context.Background(), &wire.RunRequest{StageID: &first.StageID, StageInput: quote(first.StageInput)})
-	var he *runclient.HTTPError
-	if !errors.As(err, &he) || he.Status != 400 || runclient.Retryable(err) {
-		t.Fatalf("payload to the wrong server: %v", err)
-	}
-}
-
-func quote(s string) json.RawMessage {
-	b, _ := json.Marshal(s)
-	return b
 }

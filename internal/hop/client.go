@@ -1,14 +1,4 @@
-// Package runclient calls POST /v1/run on headless stage servers: one call
-// with Client.Run, or a whole request, stage after stage, with Chain.Run.
-//
-// Errors are typed so callers can decide what to do with them. An
-// *HTTPError is an answer with a non-2xx status: a 4xx is the caller's fault
-// and is never retried; a 5xx is retryable. A *TransportError means no
-// answer arrived (refused connection, reset, truncated body): retryable,
-// because /v1/run calls keep no state on the server, so running one twice is
-// harmless. A *TooLargeError is an answer over the client's size cap, and is
-// not retried.
-package runclient
+package hop
 
 import (
 	"bytes"
@@ -23,42 +13,44 @@ import (
 	"sync"
 	"time"
 
-	"github.com/omnistage/omnistage/internal/wire"
+	"github.com/omnistage/omnistage/internal/apijson"
+	"github.com/omnistage/omnistage/internal/engine"
 )
 
-// DefaultMaxResponseBytes caps the body of an answer when
+// DefaultMaxResponseBytes caps the body of a one-shot answer when
 // Client.MaxResponseBytes is zero.
 const DefaultMaxResponseBytes = 64 << 20
 
-// RunPath is the path of the one-stage endpoint on a stage server.
-const RunPath = "/v1/run"
-
-// Client posts /v1/run calls. The zero value is ready and shares one
-// connection pool with every other zero-value Client. A Client is safe for
-// concurrent use.
+// Client calls POST /v1/run (and the /health and /ready probes) on stage
+// servers. The zero value is ready and shares one connection pool with
+// every other zero-value Client. A Client is safe for concurrent use.
+//
+// Errors are typed so callers can decide what to do with them. An
+// *HTTPError is an answer with a non-2xx status (or an error frame that
+// ended a stream): a 4xx is the caller's fault and is never retried; a
+// 5xx is retryable. A *TransportError means no answer arrived (refused
+// connection, reset, truncated body): retryable, because /v1/run calls
+// keep no state on the server, so running one twice is harmless. A
+// *TooLargeError is an answer over the client's size cap, and is not
+// retried.
 type Client struct {
-	// HTTP sends the calls; nil means a shared client whose Transport keeps
-	// connections alive across calls. Its Timeout, if any, bounds each call.
+	// HTTP sends the calls; nil means a shared client made by
+	// NewHTTPClient. Its Timeout, if any, bounds each call.
 	HTTP *http.Client
 	// APIKey, when set, is sent as "Authorization: Bearer APIKey".
 	APIKey string
-	// MaxResponseBytes caps an answer's body; 0 means
+	// MaxResponseBytes caps a one-shot answer's body; 0 means
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int64
-}
-
-// result is a call's answer and the sizes of the two JSON bodies.
-type result struct {
-	response                    *wire.RunResponse
-	requestBytes, responseBytes int64
 }
 
 // maxErrorBody caps what is read of an error answer.
 const maxErrorBody = 64 << 10
 
 // HTTPError is an answer with a non-2xx status, decoded from the OpenAI
-// error shape {"error": {"message", "type", "code"}}. When the body is not
-// that shape, Message holds the start of the body (or the status text).
+// error shape {"error": {"message", "type", "code"}}, or the error frame
+// that ended a streamed answer. When the body is not that shape, Message
+// holds the start of the body (or the status text).
 type HTTPError struct {
 	Status  int
 	Type    string
@@ -99,7 +91,7 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("answer is larger than the %d-byte limit", e.Limit)
 }
 
-// Retryable reports whether err, returned by Client.Run, may succeed on
+// Retryable reports whether err, returned by a Client call, may succeed on
 // another replica of the same stage: a transport error or a 5xx answer.
 // Context errors, 4xx answers, oversized and malformed answers are not
 // retryable.
@@ -112,13 +104,49 @@ func Retryable(err error) bool {
 	return errors.As(err, &te)
 }
 
-// NewHTTPClient returns an HTTP client with its own Transport, tuned for
+// NewHTTPClient returns an HTTP client with its own transports, tuned for
 // many calls to a few stage servers: it keeps enough idle connections per
-// host for concurrent requests to reuse them.
+// host for concurrent requests to reuse them. Streamed calls to http://
+// servers go over HTTP/2 without TLS (h2c, with prior knowledge), which
+// every omnistage server speaks; see the package documentation for why.
+// Everything else (one-shot calls, probes, https:// servers, where ALPN
+// picks HTTP/2 or HTTP/1.1) goes over the standard transport, so that a
+// server that is not an omnistage one still answers a probe.
 func NewHTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 32
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: newTransport(true)}
+}
+
+// newTransport returns the transport of NewHTTPClient; h2c false sends
+// streamed calls to http:// servers over HTTP/1.1 too (for the transport
+// benchmark).
+func newTransport(h2c bool) *hopTransport {
+	std := http.DefaultTransport.(*http.Transport).Clone()
+	std.MaxIdleConnsPerHost = 32
+	t := &hopTransport{std: std, stream: std}
+	if h2c {
+		t.stream = std.Clone()
+		t.stream.Protocols = new(http.Protocols)
+		t.stream.Protocols.SetUnencryptedHTTP2(true)
+	}
+	return t
+}
+
+// hopTransport sends streamed calls to http:// servers over stream, and
+// every other request over std. (An http.Transport whose Protocols ask
+// for h2c to http:// URLs speaks nothing else to them.)
+type hopTransport struct{ std, stream *http.Transport }
+
+func (t *hopTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "http" && r.Header.Get("Accept") == ContentType {
+		return t.stream.RoundTrip(r)
+	}
+	return t.std.RoundTrip(r)
+}
+
+// CloseIdleConnections closes both transports' idle connections.
+func (t *hopTransport) CloseIdleConnections() {
+	t.std.CloseIdleConnections()
+	t.stream.CloseIdleConnections()
 }
 
 var sharedHTTP = sync.OnceValue(NewHTTPClient)
@@ -137,31 +165,21 @@ func (c *Client) limit() int64 {
 	return DefaultMaxResponseBytes
 }
 
-// Run posts req to the stage server at base (scheme and host, with or
-// without RunPath) and returns its answer.
-func (c *Client) Run(ctx context.Context, base string, req *wire.RunRequest) (*wire.RunResponse, error) {
+// CloseIdleConnections closes the client's idle connections.
+func (c *Client) CloseIdleConnections() { c.http().CloseIdleConnections() }
+
+// Run posts a one-shot JSON call to the stage server at base (scheme and
+// host, with or without Path) and returns its answer.
+func (c *Client) Run(ctx context.Context, base string, req *RunRequest) (*RunResponse, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
-		return nil, fmt.Errorf("runclient: encode request: %w", err)
+		return nil, fmt.Errorf("hop: encode request: %w", err)
 	}
-	res, err := c.post(ctx, base, body)
+	hr, err := c.newRequest(ctx, base, bytes.NewReader(body), "application/json")
 	if err != nil {
 		return nil, err
 	}
-	return res.response, nil
-}
-
-// post sends one encoded request body.
-func (c *Client) post(ctx context.Context, base string, body []byte) (*result, error) {
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, RunURL(base), bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("runclient: %w", err)
-	}
-	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "application/json")
-	if c.APIKey != "" {
-		hr.Header.Set("Authorization", "Bearer "+c.APIKey)
-	}
 	resp, err := c.http().Do(hr)
 	if err != nil {
 		return nil, transportError(ctx, err)
@@ -176,22 +194,94 @@ func (c *Client) post(ctx context.Context, base string, body []byte) (*result, e
 	if err != nil {
 		return nil, transportError(ctx, err)
 	}
-	res := &result{requestBytes: int64(len(body)), responseBytes: int64(len(data))}
 	if resp.StatusCode/100 != 2 {
-		return res, decodeError(resp, data)
+		return nil, decodeError(resp, data)
 	}
 	if int64(len(data)) > limit {
 		return nil, &TooLargeError{Limit: limit}
 	}
-	var out wire.RunResponse
+	var out RunResponse
 	if err := json.Unmarshal(data, &out); err != nil {
-		return res, fmt.Errorf("runclient: malformed answer: %w", err)
+		return nil, fmt.Errorf("hop: malformed answer: %w", err)
 	}
 	if err := checkResponse(&out); err != nil {
-		return res, err
+		return nil, err
 	}
-	res.response = &out
-	return res, nil
+	return &out, nil
+}
+
+// Answer is a streamed answer, its headers read and its body still to
+// come.
+type Answer struct {
+	// RequestID is the request the hop belongs to.
+	RequestID string
+	// Stage is the stage that must receive Body next, or, when Finished,
+	// the stage that ran.
+	Stage int
+	// Finished reports whether Body is the request's final output.
+	Finished bool
+	// Output, when not empty, is the kind of Body's data, which the
+	// request selected as an output.
+	Output engine.Kind
+	// Body is the payload stream. The caller reads it to its end and
+	// closes it, or closes it early to end the call.
+	Body io.ReadCloser
+}
+
+// Open starts a streamed call to the stage server at base. body is the
+// call's input, read as the call goes on: a payload stream (contentType
+// ContentType) or stage 0's JSON request (contentType "application/json").
+// Open returns once the answer's headers have arrived; the server sends
+// them as soon as the stage is bound, before its output. Closing the
+// answer's Body, or ending ctx, ends the call: the server then stops the
+// stage.
+func (c *Client) Open(ctx context.Context, base string, body io.Reader, contentType string) (*Answer, error) {
+	hr, err := c.newRequest(ctx, base, body, contentType)
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Accept", ContentType)
+	resp, err := c.http().Do(hr)
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		if err != nil {
+			return nil, transportError(ctx, err)
+		}
+		return nil, decodeError(resp, data)
+	}
+	a := &Answer{RequestID: resp.Header.Get("X-Request-Id"), Finished: resp.Header.Get(HeaderFinished) == "true",
+		Output: engine.Kind(resp.Header.Get(HeaderOutput)), Body: resp.Body}
+	stage, err := strconv.Atoi(resp.Header.Get(HeaderStage))
+	switch {
+	case !isStream(resp.Header.Get("Content-Type")):
+		err = fmt.Errorf("the answer is %q, not a stream (%s): is %s an omnistage stage server of this release?", resp.Header.Get("Content-Type"), ContentType, base)
+	case err != nil || stage < 0:
+		err = fmt.Errorf("the answer's %s header is %q, not a stage id", HeaderStage, resp.Header.Get(HeaderStage))
+	case a.Output != "" && !a.Output.Valid():
+		err = fmt.Errorf("the answer's %s header is %q, not a kind", HeaderOutput, a.Output)
+	}
+	if err != nil {
+		resp.Body.Close()
+		return nil, fmt.Errorf("hop: malformed answer: %w", err)
+	}
+	a.Stage = stage
+	return a, nil
+}
+
+func (c *Client) newRequest(ctx context.Context, base string, body io.Reader, contentType string) (*http.Request, error) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, RunURL(base), body)
+	if err != nil {
+		return nil, fmt.Errorf("hop: %w", err)
+	}
+	hr.Header.Set("Content-Type", contentType)
+	if c.APIKey != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	return hr, nil
 }
 
 // Probe sends GET base+path (a stage server's /health or /ready) and
@@ -200,7 +290,7 @@ func (c *Client) post(ctx context.Context, base string, body []byte) (*result, e
 func (c *Client) Probe(ctx context.Context, base, path string) error {
 	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+path, nil)
 	if err != nil {
-		return fmt.Errorf("runclient: %w", err)
+		return fmt.Errorf("hop: %w", err)
 	}
 	if c.APIKey != "" {
 		hr.Header.Set("Authorization", "Bearer "+c.APIKey)
@@ -225,19 +315,19 @@ func (c *Client) Probe(ctx context.Context, base, path string) error {
 // own errors as they are so callers can tell cancellation from failure.
 func transportError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("runclient: %w", ctx.Err())
+		return fmt.Errorf("hop: %w", ctx.Err())
 	}
 	return &TransportError{Err: err}
 }
 
-func checkResponse(r *wire.RunResponse) error {
+func checkResponse(r *RunResponse) error {
 	switch {
 	case r.Finished && r.Output == nil:
-		return errors.New("runclient: malformed answer: finished without output")
+		return errors.New("hop: malformed answer: finished without output")
 	case !r.Finished && r.StageInput == "":
-		return errors.New("runclient: malformed answer: not finished and no stage_input")
+		return errors.New("hop: malformed answer: not finished and no stage_input")
 	case !r.Finished && r.StageID < 0:
-		return fmt.Errorf("runclient: malformed answer: next stage_id %d", r.StageID)
+		return fmt.Errorf("hop: malformed answer: next stage_id %d", r.StageID)
 	}
 	return nil
 }
@@ -250,7 +340,7 @@ func decodeError(resp *http.Response, data []byte) *HTTPError {
 		}
 	}
 	var body struct {
-		Error *wire.ErrorDetail `json:"error"`
+		Error *apijson.ErrorDetail `json:"error"`
 	}
 	if json.Unmarshal(data, &body) == nil && body.Error != nil {
 		e.Type, e.Code, e.Message = body.Error.Type, body.Error.Code, body.Error.Message
@@ -265,11 +355,11 @@ func decodeError(resp *http.Response, data []byte) *HTTPError {
 }
 
 // RunURL returns the /v1/run URL of the stage server at base. base may be
-// the server's root ("http://host:8101") or already end in RunPath.
+// the server's root ("http://host:8101") or already end in Path.
 func RunURL(base string) string {
 	base = strings.TrimRight(base, "/")
-	if strings.HasSuffix(base, RunPath) {
+	if strings.HasSuffix(base, Path) {
 		return base
 	}
-	return base + RunPath
+	return base + Path
 }

@@ -1,10 +1,11 @@
-package api
+package hop
 
 import (
 	"bytes"
 	"net/http"
+	"time"
 
-	"github.com/omnistage/omnistage/internal/wire"
+	"github.com/omnistage/omnistage/internal/httperr"
 )
 
 // fastInputMin is the shortest stage_input string that decodeRun takes out
@@ -19,19 +20,20 @@ const inputKey = `"stage_input":"`
 // refused.
 const inputStandIn = `"~stage_input~"`
 
-// readRun reads and decodes a /v1/run body.
-func (s *Server) readRun(w http.ResponseWriter, r *http.Request, req *wire.RunRequest) error {
+// readJSON reads and decodes a JSON /v1/run body, under the body read
+// deadline.
+func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, req *RunRequest) error {
 	var buf bytes.Buffer
 	if n := r.ContentLength; n > 0 {
 		// Trust a declared length only so far: the body may never come.
 		buf.Grow(int(min(n, 4<<20)) + bytes.MinRead)
 	}
-	err := s.readingBody(w, func() error {
-		_, err := buf.ReadFrom(r.Body)
-		return err
-	})
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyReadTimeout))
+	_, err := buf.ReadFrom(r.Body)
+	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
-		return jsonError(err)
+		return httperr.ReadError(err)
 	}
 	return decodeRun(buf.Bytes(), req)
 }
@@ -46,14 +48,14 @@ func (s *Server) readRun(w http.ResponseWriter, r *http.Request, req *wire.RunRe
 // after a closing quote only punctuation may follow; in invalid text the
 // decoder fails before it reaches the cut. Duplicate keys keep
 // encoding/json's meaning (the last wins).
-func decodeRun(body []byte, req *wire.RunRequest) error {
+func decodeRun(body []byte, req *RunRequest) error {
 	start, end, ok := findStageInput(body)
 	if !ok {
-		return unmarshalStrict(body, req)
+		return httperr.UnmarshalJSON(body, req)
 	}
 	cut := make([]byte, 0, len(body)-(end-start)+len(inputStandIn))
 	cut = append(append(append(cut, body[:start]...), inputStandIn...), body[end:]...)
-	if err := unmarshalStrict(cut, req); err != nil {
+	if err := httperr.UnmarshalJSON(cut, req); err != nil {
 		return err
 	}
 	if string(req.StageInput) == inputStandIn {

@@ -1,20 +1,20 @@
-package api
+package hop
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/omnistage/omnistage/internal/wire"
+	"github.com/omnistage/omnistage/internal/httperr"
 )
 
 // sameDecode checks that decodeRun and the plain strict decoder agree on
 // body: both fail, or both give the same request.
 func sameDecode(t *testing.T, body string) {
 	t.Helper()
-	var fast, slow wire.RunRequest
+	var fast, slow RunRequest
 	ferr := decodeRun([]byte(body), &fast)
-	serr := unmarshalStrict([]byte(body), &slow)
+	serr := httperr.UnmarshalJSON([]byte(body), &slow)
 	if (ferr == nil) != (serr == nil) {
 		t.Fatalf("body %q: fast path error %v, decoder error %v", body, ferr, serr)
 	}
@@ -24,7 +24,7 @@ func sameDecode(t *testing.T, body string) {
 }
 
 // normal makes requests comparable: RawMessage nil and empty alike.
-func normal(r wire.RunRequest) wire.RunRequest {
+func normal(r RunRequest) RunRequest {
 	if len(r.StageInput) == 0 {
 		r.StageInput = nil
 	}
@@ -70,7 +70,7 @@ func FuzzDecodeRun(f *testing.F) {
 		fastInputMin = 1
 		sameDecode(t, body)
 		// The stand-in never leaks into a decoded request.
-		var r wire.RunRequest
+		var r RunRequest
 		if decodeRun([]byte(body), &r) == nil && string(r.StageInput) == inputStandIn && !strings.Contains(body, inputStandIn) {
 			t.Fatalf("stand-in leaked for %q", body)
 		}

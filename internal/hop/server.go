@@ -1,84 +1,258 @@
-package api
+package hop
 
 import (
 	"bytes"
+	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
-	"github.com/omnistage/omnistage/internal/wire"
 )
 
 // entryStage is the stage every route starts at.
 const entryStage = 0
 
-// runCall is one checked /v1/run call: the stage to run on input, and the
+// Defaults of ServerOptions.
+const (
+	DefaultBodyReadTimeout = 60 * time.Second
+	DefaultWriteTimeout    = 30 * time.Second
+)
+
+// ServerOptions configure a Server. The zero value serves every route
+// stage with unsigned payloads and the defaults.
+type ServerOptions struct {
+	// Codec encodes and decodes payloads; nil means an unsigned codec with
+	// the default size limit.
+	Codec *payload.Codec
+	// Stage, when set, makes a headless stage server's /v1/run: any other
+	// stage is refused with wrong_stage.
+	Stage *int
+	// Logger gets the failures of answers already under way; nil discards.
+	Logger *slog.Logger
+	// MaxBody bounds a JSON body; 0 means the base64 length of the codec's
+	// largest payload plus 1 MiB. A streamed body has no total bound (a
+	// long request streams for long); each of its frames is bounded by the
+	// codec's size limit.
+	MaxBody int64
+	// BodyReadTimeout bounds reading a JSON body, and the wait for each
+	// frame of a streamed one.
+	BodyReadTimeout time.Duration
+	// WriteTimeout bounds each write of an answer (one frame of a stream):
+	// a caller that stops reading is cut off and the hop aborted.
+	WriteTimeout time.Duration
+}
+
+// Server answers POST /v1/run for one orchestrator: it runs exactly one
+// stage per call, one-shot (JSON) or streamed, and renders the answer.
+// The HTTP concerns around it (authentication, metrics, the route) are its
+// caller's.
+type Server struct {
+	orch   *orchestrator.Orchestrator
+	cfg    *pipeline.Config
+	codec  *payload.Codec
+	digest [32]byte
+	opts   ServerOptions
+	log    *slog.Logger
+}
+
+// NewServer returns the /v1/run server of o.
+func NewServer(o *orchestrator.Orchestrator, opts ServerOptions) (*Server, error) {
+	cfg := o.Config()
+	if opts.Stage != nil && !cfg.Route.OnRoute(*opts.Stage) {
+		return nil, fmt.Errorf("hop: stage %d is not on the route of pipeline %s (%s): a stage server runs a route stage", *opts.Stage, cfg.Pipeline.Name, cfg.Route)
+	}
+	if opts.Codec == nil {
+		opts.Codec = payload.NewCodec(nil)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = int64(base64.RawURLEncoding.EncodedLen(opts.Codec.MaxSize()) + 1<<20)
+	}
+	if opts.BodyReadTimeout <= 0 {
+		opts.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
+	return &Server{orch: o, cfg: cfg, codec: opts.Codec, digest: cfg.Digest(), opts: opts, log: opts.Logger}, nil
+}
+
+// call is one checked /v1/run call: the stage to run on input, and the
 // envelope it came in (for the entry stage, one made from the request, as
 // if addressed to stage 0 by nobody).
-type runCall struct {
+type call struct {
 	stage int
 	id    string // the request id; "" to have one generated
 	env   *payload.Envelope
 	sel   *pipeline.Selection
-	input []engine.Chunk
+	input engine.Source
 }
 
-// run runs exactly one stage and answers with the payload for the next
-// stage, or with the request's selected outputs when the stage is its
-// final one. Every problem with the request or its payload is a 4xx and
-// nothing runs.
-func (s *Server) run(w http.ResponseWriter, r *http.Request) {
-	var req wire.RunRequest
-	if err := s.readRun(w, r, &req); err != nil {
-		s.fail(w, r, err)
-		return
+// Serve answers one POST /v1/run. When it returns an error it has written
+// nothing, and the caller answers with the error; once an answer is under
+// way, Serve ends it itself (with an error frame, for a stream). Every
+// problem with the request or its payload is a 4xx and nothing runs.
+func (s *Server) Serve(w http.ResponseWriter, r *http.Request) error {
+	if isStream(r.Header.Get("Content-Type")) {
+		return s.serveStream(w, r)
 	}
-	call, err := s.parseRun(r, &req)
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
+	var req RunRequest
+	if err := s.readJSON(w, r, &req); err != nil {
+		return err
+	}
+	c, err := s.parseRun(r, &req)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
+	if c.stage == entryStage && acceptsStream(r) {
+		return s.runStreamed(w, r, c)
+	}
+	return s.runOneShot(w, r, c)
+}
+
+// isStream reports whether a Content-Type is ContentType.
+func isStream(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == ContentType
+}
+
+// acceptsStream reports whether the caller asks for a streamed answer.
+func acceptsStream(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			if isStream(strings.TrimSpace(part)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// submit starts the call's stage as a hop.
+func (s *Server) submit(r *http.Request, c *call) (*orchestrator.Stream, error) {
 	st, err := s.orch.Submit(r.Context(), orchestrator.Request{
-		ID: call.id, Prompt: call.env.Prompt, Params: call.env.Params,
-		Only: &orchestrator.StageCall{Stage: call.stage, Input: call.input},
+		ID: c.id, Prompt: c.env.Prompt, Params: c.env.Params,
+		Only: &orchestrator.StageCall{Stage: c.stage, Input: c.input},
 	})
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return nil, err
+	}
+	if c.stage == entryStage {
+		c.env.RequestID, c.env.TransferID = st.ID(), st.ID()
+	}
+	return st, nil
+}
+
+// runOneShot runs the call and answers with one JSON object: the payload
+// for the next stage, or the request's selected outputs when the stage is
+// its final one.
+func (s *Server) runOneShot(w http.ResponseWriter, r *http.Request, c *call) error {
+	st, err := s.submit(r, c)
+	if err != nil {
+		return err
 	}
 	defer st.Close()
-	setRequestID(w, r, st.ID())
-	if call.stage == entryStage {
-		call.env.RequestID, call.env.TransferID = st.ID(), st.ID()
-	}
-	outs, err := collect(r.Context(), st)
+	w.Header().Set("X-Request-Id", c.env.RequestID)
+	res, err := st.Collect(r.Context())
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
-	resp, err := s.answer(call, outs[0].Chunks)
+	resp, err := s.answer(c, res[0].Chunks)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if resp.Finished {
-		writeJSON(w, http.StatusOK, resp)
-		return
+		writeJSON(w, resp)
+		return nil
 	}
 	s.writeHandOff(w, resp)
+	return nil
+}
+
+// answer builds the one-shot answer from the stage's output.
+func (s *Server) answer(c *call, data []engine.Chunk) (*RunResponse, error) {
+	env := c.env
+	// The incoming data is the output of env.From; it travels on when the
+	// request selected it.
+	keep := env.From != c.stage && c.sel.Returns(env.From)
+	if c.stage == c.sel.Final {
+		_, spec := s.cfg.StageSpec(c.stage, 0)
+		outs := append(env.Carry(keep), payload.Output{Stage: c.stage, Kind: spec.Output, Chunks: data})
+		out, err := merge(outs)
+		if err != nil {
+			return nil, err
+		}
+		return &RunResponse{RequestID: env.RequestID, StageID: c.stage, Finished: true, Output: out}, nil
+	}
+	next, ok := c.sel.Next(c.stage)
+	if !ok {
+		return nil, fmt.Errorf("hop: stage %d has no successor on the selection %v", c.stage, c.sel.Stages)
+	}
+	enc, err := s.codec.Encode(env.Next(next, data, keep))
+	if err != nil {
+		return nil, fmt.Errorf("hop: %w", err)
+	}
+	return &RunResponse{RequestID: env.RequestID, StageID: next, StageInput: enc}, nil
+}
+
+// merge renders outs into one answer by modality; a later output of a
+// modality replaces an earlier one.
+func merge(outs []payload.Output) (*apijson.Outputs, error) {
+	var m apijson.Outputs
+	for _, o := range outs {
+		r, err := apijson.Render(o.Kind, o.Chunks)
+		if err != nil {
+			return nil, fmt.Errorf("stage %d output: %w", o.Stage, err)
+		}
+		if r.Audio != nil {
+			m.Audio = r.Audio
+		}
+		if r.Timestamps != nil {
+			m.Timestamps = r.Timestamps
+		}
+		if r.Text != "" {
+			m.Text = r.Text
+		}
+	}
+	return &m, nil
+}
+
+// writeJSON writes v as a complete JSON answer.
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		httperr.Write(w, http.StatusInternalServerError, httperr.TypeServer, "internal_error", fmt.Sprintf("encoding the response: %v", err))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // writeHandOff writes a non-final answer without copying its payload into
 // a JSON buffer: the payload is URL-safe base64, which JSON never escapes,
 // and it is by far the largest part of the answer.
-func (s *Server) writeHandOff(w http.ResponseWriter, resp *wire.RunResponse) {
+func (s *Server) writeHandOff(w http.ResponseWriter, resp *RunResponse) {
 	id, _ := json.Marshal(resp.RequestID)
 	head := fmt.Appendf(nil, `{"request_id":%s,"stage_id":%d,"finished":false,"stage_input":"`, id, resp.StageID)
 	const tail = "\"}\n"
@@ -86,56 +260,182 @@ func (s *Server) writeHandOff(w http.ResponseWriter, resp *wire.RunResponse) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(head)+len(resp.StageInput)+len(tail)))
 	w.WriteHeader(http.StatusOK)
-	body := s.newBodyWriter(w)
-	defer body.done()
+	out := s.newAnswerWriter(w)
+	defer out.done()
 	for _, part := range []string{string(head), resp.StageInput, tail} {
-		if _, err := io.WriteString(body, part); err != nil {
+		if _, err := io.WriteString(out, part); err != nil {
 			return
 		}
 	}
 }
 
-// answer builds the /v1/run answer from the stage's output.
-func (s *Server) answer(call *runCall, data []engine.Chunk) (*wire.RunResponse, error) {
-	env := call.env
-	// The incoming data is the output of env.From; it travels on when the
-	// request selected it.
-	keep := env.From != call.stage && call.sel.Returns(env.From)
-	if call.stage == call.sel.Final {
-		_, spec := s.cfg.StageSpec(call.stage, 0)
-		outs := append(env.Carry(keep), payload.Output{Stage: call.stage, Kind: spec.Output, Chunks: data})
-		out, err := merge(outs)
-		if err != nil {
-			return nil, err
-		}
-		return &wire.RunResponse{RequestID: env.RequestID, StageID: call.stage, Finished: true, Output: out}, nil
+// serveStream answers a call whose body is a payload stream: a hand-off
+// header addressed to the stage to run, then its input as it is produced.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
+	rc := http.NewResponseController(w)
+	// Over HTTP/1.1 the body is read while the answer is written.
+	if err := rc.EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
 	}
-	next, ok := call.sel.Next(call.stage)
-	if !ok {
-		return nil, fmt.Errorf("run: stage %d has no successor on the selection %v", call.stage, call.sel.Stages)
-	}
-	enc, err := s.codec.Encode(env.Next(next, data, keep))
+	body := &bodyReader{r: r.Body, rc: rc, idle: s.opts.BodyReadTimeout}
+	defer body.stop()
+	sr := s.codec.NewStreamReader(body)
+	kind, env, err := sr.Header(nil)
 	if err != nil {
-		return nil, fmt.Errorf("run: %w", err)
+		return err
 	}
-	return &wire.RunResponse{RequestID: env.RequestID, StageID: next, StageInput: enc}, nil
+	if kind != payload.FrameHandOff {
+		return badPayload("a /v1/run request stream starts with a hand-off header; this one starts with a result header")
+	}
+	stage := env.To
+	if err := s.checkStage(stage); err != nil {
+		return err
+	}
+	if err := sr.Check(s.expect(stage)); err != nil {
+		return err
+	}
+	if len(env.Carried) > 0 {
+		return badPayload("a streamed payload carries no outputs: a coordinator keeps the outputs it sees pass (see the X-Omnistage-Output header)")
+	}
+	sel, err := s.checkRoute(stage, env)
+	if err != nil {
+		return err
+	}
+	return s.runStreamed(w, r, &call{stage: stage, id: env.RequestID, env: env, sel: sel, input: &frameSource{sr: sr, body: body}})
 }
 
-// parseRun checks a /v1/run request against this server and decodes its
-// input.
-func (s *Server) parseRun(r *http.Request, req *wire.RunRequest) (*runCall, error) {
+// runStreamed runs the call and answers with a payload stream: a hand-off
+// to the next stage or the request's final output, sent frame by frame as
+// the stage produces it. Errors after the headers end the stream with an
+// error frame.
+func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, c *call) error {
+	st, err := s.submit(r, c)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	_, spec := s.cfg.StageSpec(c.stage, 0)
+	final := c.stage == c.sel.Final
+	var head *payload.Envelope
+	kind := payload.FrameResult
+	h := w.Header()
+	if final {
+		head = c.env.Next(c.stage, nil, false)
+		h.Set(HeaderStage, strconv.Itoa(c.stage))
+	} else {
+		next, ok := c.sel.Next(c.stage)
+		if !ok {
+			return fmt.Errorf("hop: stage %d has no successor on the selection %v", c.stage, c.sel.Stages)
+		}
+		head, kind = c.env.Next(next, nil, false), payload.FrameHandOff
+		h.Set(HeaderStage, strconv.Itoa(next))
+	}
+	head.Carried = nil
+	h.Set(HeaderFinished, strconv.FormatBool(final))
+	if c.sel.Returns(c.stage) {
+		h.Set(HeaderOutput, string(spec.Output))
+	}
+	h.Set("Content-Type", ContentType)
+	h.Set("X-Request-Id", c.env.RequestID)
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	out := s.newAnswerWriter(w)
+	defer out.done()
+	// The headers go at once: a coordinator opens the next hop on them.
+	if err := out.flush(); err != nil {
+		return nil
+	}
+	sw := s.codec.NewStreamWriter(out)
+	if err := sw.Header(kind, head); err != nil {
+		s.streamFailed(r, c, err)
+		return nil
+	}
+	for {
+		o, err := st.Recv(r.Context())
+		if errors.Is(err, io.EOF) {
+			if err := sw.End(); err != nil {
+				s.streamFailed(r, c, err)
+			}
+			return nil
+		}
+		if err == nil {
+			err = sw.Data(&o.Chunk)
+		}
+		if err != nil {
+			s.streamFailed(r, c, err)
+			status, _, code := httperr.Classify(err)
+			_ = sw.Fail(&payload.StreamError{Status: status, Code: code, Message: err.Error()})
+			return nil
+		}
+	}
+}
+
+// streamFailed logs a failure after the answer's headers were sent.
+func (s *Server) streamFailed(r *http.Request, c *call, err error) {
+	_, _, code := httperr.Classify(err)
+	level := slog.LevelWarn
+	if code == string(orchestrator.CodeAborted) || r.Context().Err() != nil {
+		level = slog.LevelInfo
+	}
+	s.log.LogAttrs(r.Context(), level, "hop ended early", slog.String("request_id", c.env.RequestID),
+		slog.Int("stage", c.stage), slog.String("code", code), slog.Any("err", err))
+}
+
+// checkStage refuses a stage this server does not run.
+func (s *Server) checkStage(stage int) error {
+	if s.opts.Stage != nil && stage != *s.opts.Stage {
+		n := *s.opts.Stage
+		return httperr.Errorf(http.StatusBadRequest, httperr.CodeWrongStage,
+			"this server runs stage %d (%s) of pipeline %s, not stage %d; post to stage %d's server", n, s.cfg.StageName(n), s.cfg.Pipeline.Name, stage, stage)
+	}
+	if !s.cfg.Route.OnRoute(stage) {
+		return badRequest("stage %d is not on the route of pipeline %s (%s)", stage, s.cfg.Pipeline.Name, s.cfg.Route)
+	}
+	return nil
+}
+
+// expect is what a payload for stage must fit on this server.
+func (s *Server) expect(stage int) payload.Expect {
+	_, spec := s.cfg.StageSpec(stage, 0)
+	return payload.Expect{Pipeline: s.cfg.Pipeline.Name, Digest: s.digest, Stage: stage, NumStages: s.cfg.Route.NumIDs(), Input: spec.Input}
+}
+
+// checkRoute checks a decoded payload for stage against the route: its
+// outputs must be servable, its final stage theirs, and it must come from
+// the stage's upstream on the request's route prefix. It returns the
+// request's selection.
+func (s *Server) checkRoute(stage int, env *payload.Envelope) (*pipeline.Selection, error) {
+	sel, err := s.cfg.Route.Select(env.Outputs)
+	if err != nil {
+		return nil, &payload.Error{Code: payload.CodeOutOfRange, Message: fmt.Sprintf("payload's output_modalities cannot be served: %v", err)}
+	}
+	if sel.Final != env.Final {
+		return nil, &payload.Error{Code: payload.CodeOutOfRange, Message: fmt.Sprintf("payload's final stage is %d, but its output_modalities end at stage %d", env.Final, sel.Final)}
+	}
+	up := -1
+	for i, id := range sel.Stages {
+		if id == stage && i > 0 {
+			up = sel.Stages[i-1]
+		}
+	}
+	if up < 0 {
+		return nil, &payload.Error{Code: payload.CodeOutOfRange, Message: fmt.Sprintf("payload is for stage %d, which this request does not run (it runs %v)", stage, sel.Stages)}
+	}
+	if env.From != up {
+		return nil, &payload.Error{Code: payload.CodeOutOfRange, Message: fmt.Sprintf("payload comes from stage %d, but stage %d takes its input from stage %d on this route", env.From, stage, up)}
+	}
+	return sel, nil
+}
+
+// parseRun checks a JSON /v1/run request against this server and decodes
+// its input.
+func (s *Server) parseRun(r *http.Request, req *RunRequest) (*call, error) {
 	if req.StageID == nil {
 		return nil, badRequest(`stage_id is missing: name the stage to run (0 for a new request, or the stage_id of the previous /v1/run answer)`)
 	}
 	stage := *req.StageID
-	if s.opts.Stage != nil && stage != *s.opts.Stage {
-		n := *s.opts.Stage
-		return nil, httperr.Errorf(http.StatusBadRequest, httperr.CodeWrongStage,
-			"this server runs stage %d (%s) of pipeline %s, not stage %d; post to stage %d's server", n, s.cfg.StageName(n), s.cfg.Pipeline.Name, stage, stage)
-	}
-	route := s.cfg.Route
-	if !route.OnRoute(stage) {
-		return nil, badRequest("stage %d is not on the route of pipeline %s (%s)", stage, s.cfg.Pipeline.Name, route)
+	if err := s.checkStage(stage); err != nil {
+		return nil, err
 	}
 	in := bytes.TrimSpace(req.StageInput)
 	if len(in) == 0 || string(in) == "null" {
@@ -157,56 +457,38 @@ func (s *Server) parseRun(r *http.Request, req *wire.RunRequest) (*runCall, erro
 	if err != nil {
 		return nil, badRequest("stage_input: %v", err)
 	}
-	_, spec := s.cfg.StageSpec(stage, 0)
-	env, err := s.codec.Decode(str, payload.Expect{
-		Pipeline: s.cfg.Pipeline.Name, Digest: s.digest, Stage: stage, NumStages: route.NumIDs(), Input: spec.Input,
-	})
+	env, err := s.codec.Decode(str, s.expect(stage))
 	if err != nil {
 		return nil, err
 	}
-	sel, err := route.Select(env.Outputs)
+	sel, err := s.checkRoute(stage, env)
 	if err != nil {
-		return nil, &payload.Error{Code: payload.CodeOutOfRange, Message: fmt.Sprintf("payload's output_modalities cannot be served: %v", err)}
+		return nil, err
 	}
-	if sel.Final != env.Final {
-		return nil, &payload.Error{Code: payload.CodeOutOfRange, Message: fmt.Sprintf("payload's final stage is %d, but its output_modalities end at stage %d", env.Final, sel.Final)}
-	}
-	up := -1
-	for i, id := range sel.Stages {
-		if id == stage && i > 0 {
-			up = sel.Stages[i-1]
-		}
-	}
-	if up < 0 {
-		return nil, &payload.Error{Code: payload.CodeOutOfRange, Message: fmt.Sprintf("payload is for stage %d, which this request does not run (it runs %v)", stage, sel.Stages)}
-	}
-	if env.From != up {
-		return nil, &payload.Error{Code: payload.CodeOutOfRange, Message: fmt.Sprintf("payload comes from stage %d, but stage %d takes its input from stage %d on this route", env.From, stage, up)}
-	}
-	return &runCall{stage: stage, id: env.RequestID, env: env, sel: sel, input: env.Data}, nil
+	return &call{stage: stage, id: env.RequestID, env: env, sel: sel, input: engine.NewSliceSource(env.Data...)}, nil
 }
 
 // parseEntry checks a /v1/run request for the entry stage: a prompt and
 // the request's description.
-func (s *Server) parseEntry(r *http.Request, req *wire.RunRequest, in []byte) (*runCall, error) {
+func (s *Server) parseEntry(r *http.Request, req *RunRequest, in []byte) (*call, error) {
 	if in[0] != '{' {
 		return nil, badRequest(`stage %d takes a prompt object {"text": "..."} as stage_input, not a JSON %s: opaque stage_input strings go to later stages`, entryStage, jsonKind(in[0]))
 	}
-	var prompt wire.Prompt
-	if err := unmarshalStrict(in, &prompt); err != nil {
+	var prompt Prompt
+	if err := httperr.UnmarshalJSON(in, &prompt); err != nil {
 		return nil, badRequest(`stage_input: %v; stage %d takes {"text": "..."}`, err, entryStage)
 	}
 	if prompt.Text == "" {
 		return nil, badRequest("stage_input.text is empty: send the text to process")
 	}
-	id, err := requestID(r, req.RequestID)
+	id, err := RequestID(r, req.RequestID)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkModalities(req.OutputModalities); err != nil {
+	if err := CheckModalities(req.OutputModalities); err != nil {
 		return nil, err
 	}
-	if err := checkParams(req.SamplingParams); err != nil {
+	if err := CheckParams(req.SamplingParams); err != nil {
 		return nil, err
 	}
 	route := s.cfg.Route
@@ -233,7 +515,56 @@ func (s *Server) parseEntry(r *http.Request, req *wire.RunRequest, in []byte) (*
 		From: entryStage, To: entryStage, Final: sel.Final,
 		Params: params, Prompt: engine.Prompt{Text: prompt.Text}, Outputs: outputs,
 	}
-	return &runCall{stage: entryStage, id: id, env: env, sel: sel, input: []engine.Chunk{{Text: &engine.Text{Text: prompt.Text}}}}, nil
+	return &call{stage: entryStage, id: id, env: env, sel: sel, input: engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: prompt.Text}})}, nil
+}
+
+// RequestID returns the caller's request id: the body's field or the
+// X-Request-Id header ("" to have one generated). Both may be given only
+// when they agree.
+func RequestID(r *http.Request, body string) (string, error) {
+	h := r.Header.Get("X-Request-Id")
+	switch {
+	case body == "":
+		return h, nil
+	case h != "" && h != body:
+		return "", badRequest("request_id %q and header X-Request-Id %q differ; send one of them", body, h)
+	}
+	return body, nil
+}
+
+// CheckModalities refuses output modalities that JSON answers cannot
+// carry: the engines' intermediate kinds.
+func CheckModalities(mods []string) error {
+	for _, m := range mods {
+		switch engine.Kind(m) {
+		case engine.KindFrames, engine.KindSegments:
+			return badRequest("output modality %q is an intermediate kind this API does not return; select audio, timestamps or text", m)
+		}
+	}
+	return nil
+}
+
+// CheckParams refuses sampling_params entries that are not JSON objects or
+// null, before any engine sees them.
+func CheckParams(params []json.RawMessage) error {
+	for i, p := range params {
+		p = bytes.TrimSpace(p)
+		if len(p) == 0 || string(p) == "null" {
+			continue
+		}
+		if p[0] != '{' {
+			return badRequest("sampling_params[%d] must be a JSON object or null (the params of stage %d)", i, i)
+		}
+	}
+	return nil
+}
+
+func badRequest(format string, args ...any) error {
+	return httperr.Errorf(http.StatusBadRequest, string(orchestrator.CodeBadRequest), format, args...)
+}
+
+func badPayload(msg string) error {
+	return &payload.Error{Code: payload.CodeUndecodable, Message: msg}
 }
 
 // rawString returns the JSON string in raw. A payload is URL-safe base64,
@@ -259,4 +590,106 @@ func jsonKind(first byte) string {
 		return "boolean"
 	}
 	return "number"
+}
+
+// answerWriter writes an answer with a deadline on each write, so a
+// caller that stops reading cannot hold a hop forever; a stream flushes
+// after each write (one frame). done lifts the deadline for the next
+// request on the connection.
+type answerWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (s *Server) newAnswerWriter(w http.ResponseWriter) *answerWriter {
+	return &answerWriter{w: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout}
+}
+
+// Write implements io.Writer: one write, flushed. The deadline is lifted
+// once the write is done: over HTTP/2 a deadline is a timer that resets
+// the stream when it fires, whether or not a write is under way.
+func (a *answerWriter) Write(p []byte) (int, error) {
+	_ = a.rc.SetWriteDeadline(time.Now().Add(a.timeout))
+	defer a.rc.SetWriteDeadline(time.Time{})
+	n, err := a.w.Write(p)
+	if err != nil {
+		return n, err
+	}
+	return n, a.flush()
+}
+
+func (a *answerWriter) flush() error {
+	if err := a.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+func (a *answerWriter) done() { _ = a.rc.SetWriteDeadline(time.Time{}) }
+
+// bodyReader reads a streamed request body with a deadline on each read,
+// and is stopped (its reads cut at once) when the hop ends or is aborted.
+type bodyReader struct {
+	r    io.Reader
+	rc   *http.ResponseController
+	idle time.Duration
+
+	mu      sync.Mutex
+	stopped bool
+}
+
+var errBodyStopped = errors.New("hop: request body no longer read")
+
+// Read implements io.Reader. The deadline bounds this read only: over
+// HTTP/2 a deadline is a timer that resets the stream when it fires,
+// whether or not a read is under way, and the stage may take long between
+// two reads.
+func (b *bodyReader) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return 0, errBodyStopped
+	}
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.idle))
+	b.mu.Unlock()
+	n, err := b.r.Read(p)
+	b.mu.Lock()
+	if !b.stopped {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	b.mu.Unlock()
+	return n, err
+}
+
+// stop cuts a read under way and refuses the next ones.
+func (b *bodyReader) stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.stopped {
+		b.stopped = true
+		_ = b.rc.SetReadDeadline(time.Now())
+	}
+}
+
+// frameSource is a streamed hop's input: the data frames of its request
+// body, decoded as the stage asks for them.
+type frameSource struct {
+	sr   *payload.StreamReader
+	body *bodyReader
+	once sync.Once
+}
+
+// Recv implements engine.Source. When the hop's ctx ends, the read under
+// way is cut.
+func (f *frameSource) Recv(ctx context.Context) (engine.Chunk, error) {
+	f.once.Do(func() { context.AfterFunc(ctx, f.body.stop) })
+	if err := ctx.Err(); err != nil {
+		return engine.Chunk{}, err
+	}
+	c, err := f.sr.Next()
+	if err != nil && ctx.Err() != nil {
+		return engine.Chunk{}, ctx.Err()
+	}
+	return c, err
 }

@@ -10,16 +10,16 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
-	"github.com/omnistage/omnistage/internal/wire"
 )
 
 // Body is the OpenAI error shape: {"error": {"message", "type", "code"}}.
-type Body = wire.ErrorBody
+type Body = apijson.ErrorBody
 
 // Detail is the inside of Body.
-type Detail = wire.ErrorDetail
+type Detail = apijson.ErrorDetail
 
 // RetryAfterSeconds is the Retry-After sent with a 503.
 const RetryAfterSeconds = 1

@@ -52,10 +52,10 @@ func benchOrchestrator(b *testing.B) *Orchestrator {
 // the other in one goroutine, with slices between them.
 func runDirect(ctx context.Context, o *Orchestrator, text string) (int, error) {
 	in := []engine.Chunk{{Text: &engine.Text{Text: text}}}
-	for _, p := range o.pools {
+	for _, st := range o.stages {
 		sink := &engine.SliceSink{Chunks: make([]engine.Chunk, 0, len(in))}
 		job := &engine.Job{In: engine.NewSliceSource(in...), Out: sink}
-		if err := p.Replicas()[0].Engine.Process(ctx, job); err != nil {
+		if err := st.pool.Replica(0).Engine.Process(ctx, job); err != nil {
 			return 0, err
 		}
 		in = sink.Chunks

@@ -4,8 +4,6 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/omnistage/omnistage/internal/stage"
 )
 
 type metrics struct {
@@ -19,9 +17,11 @@ type metrics struct {
 	// restartFailures counts failed attempts to restart a lost replica.
 	restartFailures *prometheus.CounterVec
 	collectors      []prometheus.Collector
+	// ok is requests' "ok" child, the common case, looked up once.
+	ok prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, pools []*stage.Pool) (*metrics, error) {
+func newMetrics() *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "omnistage_requests_total",
@@ -59,8 +59,16 @@ func newMetrics(reg prometheus.Registerer, pools []*stage.Pool) (*metrics, error
 		}, []string{"stage"}),
 	}
 	m.collectors = []prometheus.Collector{m.requests, m.inflight, m.stageTime, m.lateDropped, m.aborts, m.abortDrain, m.restarts, m.restartFailures}
-	for _, p := range pools {
-		id := strconv.Itoa(p.Stage)
+	m.ok = m.requests.WithLabelValues("ok")
+	return m
+}
+
+// register adds the per-stage gauges of stages and registers every
+// collector with reg, when it is not nil.
+func (m *metrics) register(reg prometheus.Registerer, stages []*stageRun) error {
+	for _, st := range stages {
+		p := st.pool
+		id := strconv.Itoa(st.id)
 		// The restart counters of every stage are exported from zero.
 		m.restarts.WithLabelValues(id)
 		m.restartFailures.WithLabelValues(id)
@@ -80,11 +88,11 @@ func newMetrics(reg prometheus.Registerer, pools []*stage.Pool) (*metrics, error
 	if reg != nil {
 		for _, c := range m.collectors {
 			if err := reg.Register(c); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	return m, nil
+	return nil
 }
 
 func (m *metrics) unregister(reg prometheus.Registerer) {

@@ -745,9 +745,9 @@ func TestShutdownAbortsInflight(t *testing.T) {
 
 func TestOnlyOneStage(t *testing.T) {
 	f := newFixture(t, setup{transitions: "  stage_transitions: [[0, 2], [2, 1]]"})
-	s, err := f.o.Submit(context.Background(), Request{Only: &StageCall{Stage: 2, Input: []engine.Chunk{
-		{Text: &engine.Text{Text: "a"}}, {Text: &engine.Text{Text: "b"}},
-	}}})
+	s, err := f.o.Submit(context.Background(), Request{Only: &StageCall{Stage: 2, Input: engine.NewSliceSource(
+		engine.Chunk{Text: &engine.Text{Text: "a"}}, engine.Chunk{Text: &engine.Text{Text: "b"}},
+	)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -807,7 +807,7 @@ func TestServeSomeStages(t *testing.T) {
 	if warmed.Load() != 1 || len(o.Stats().Stages) != 1 {
 		t.Fatalf("warmed %d replicas, stats %+v; want stage 1 only", warmed.Load(), o.Stats())
 	}
-	s, err := o.Submit(context.Background(), Request{Only: &StageCall{Stage: 1, Input: []engine.Chunk{{Text: &engine.Text{Text: "x"}}}}})
+	s, err := o.Submit(context.Background(), Request{Only: &StageCall{Stage: 1, Input: engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: "x"}})}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -820,4 +820,52 @@ func TestServeSomeStages(t *testing.T) {
 	if _, err := New(cfg, Options{Registry: &reg, Stages: []int{9}}); err == nil {
 		t.Error("stage 9 accepted")
 	}
+}
+
+// TestHopsShareAnID runs two hops with the same id at once (a coordinator
+// that retried a hop) beside an ordinary request of that id: none is a
+// conflict, a second ordinary request is, and one Abort of the id reaches
+// them all and leaves nothing held.
+func TestHopsShareAnID(t *testing.T) {
+	started := make(chan string, 8)
+	f := newFixture(t, setup{deploy: "  stages:\n    - {id: 1, max_inflight: 3}", hooks: testengine.Hooks{Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
+		started <- e.Spec.Name
+		<-ctx.Done()
+		return ctx.Err()
+	}}})
+	ctx := context.Background()
+	hop := func() *Stream {
+		t.Helper()
+		s, err := f.o.Submit(ctx, Request{ID: "r1", Only: &StageCall{Stage: 1, Input: engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: "x"}})}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := hop(), hop()
+	plain, err := f.o.Submit(ctx, Request{ID: "r1"})
+	if err != nil {
+		t.Fatalf("an ordinary request beside hops of its id: %v", err)
+	}
+	for range 5 { // each hop's stage and the ordinary request's three
+		<-started
+	}
+	_, err = f.o.Submit(ctx, Request{ID: "r1"})
+	codeIs(t, err, CodeConflict)
+	if st, ok := f.o.Lookup("r1"); !ok || st != StateActive {
+		t.Errorf("lookup = %s, %v", st, ok)
+	}
+	if a.ID() != "r1" || b.ID() != "r1" {
+		t.Errorf("hop ids %q, %q; want the request's id", a.ID(), b.ID())
+	}
+	if err := f.o.Abort(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*Stream{a, b, plain} {
+		codeIs(t, s.Err(), CodeAborted)
+	}
+	if _, ok := f.o.Lookup("r1"); ok {
+		t.Error("the id is still held after the abort")
+	}
+	f.assertIdle()
 }

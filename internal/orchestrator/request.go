@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
+	"strconv"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -29,16 +29,23 @@ type Request struct {
 	// Params holds per-stage sampling params indexed by stage id (the
 	// aligner's at the pipeline's stage count); nil entries mean defaults.
 	Params []json.RawMessage
-	// Only, when set, runs just one stage of the route on the given input
-	// instead of the route prefix, and returns that stage's output as the
-	// final output: one stateless /v1/run call. Modalities are ignored.
+	// Only, when set, makes the request a hop: it runs just one stage of
+	// the route on the given input instead of the route prefix, and returns
+	// that stage's output as the final output (one stateless /v1/run
+	// call). Modalities are ignored. A hop does not claim its ID (see the
+	// package documentation).
 	Only *StageCall
 }
 
-// StageCall is one stage run alone on an input handed over by its upstream.
+// StageCall is one stage run alone on an input handed over by its
+// upstream.
 type StageCall struct {
 	Stage int
-	Input []engine.Chunk
+	// Input yields the stage's input as the caller receives it. Its Recv
+	// must return promptly once its ctx is cancelled. The stage may stop
+	// reading it before its end (when it fails or the request is aborted):
+	// what is left is the caller's to discard.
+	Input engine.Source
 }
 
 // Output is one chunk of a selected output.
@@ -76,10 +83,15 @@ func (s State) String() string {
 // MaxIDLen bounds caller-supplied request ids.
 const MaxIDLen = 128
 
+// binding is one stage of a request: the replica it is bound to, its job,
+// and the ends of its streams (kept here so that a request allocates them
+// at once).
 type binding struct {
-	pool    *stage.Pool
+	stage   *stageRun
 	replica *stage.Replica
 	job     engine.Job
+	sink    stageSink
+	src     chanSource // the next stage's input, when there is one
 }
 
 // request is one admitted request. Its fields are set before its tasks start
@@ -91,11 +103,15 @@ type request struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	hop          bool
 	bindings     []binding
 	out          chan Output
-	tasks        sync.WaitGroup
+	pending      atomic.Int32 // stage tasks not yet returned
 	state        atomic.Int32
 	stopOnClient func() bool
+
+	prompt engine.SliceSource // the entry stage's input, unless the request is a hop
+	stream Stream             // what Submit returns
 
 	abortedAt atomic.Int64  // unix nanos of the first abort, for the drain-time metric
 	done      chan struct{} // closed when the request has fully ended
@@ -131,7 +147,7 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 		return nil, err
 	}
 	for _, id := range sel.Stages {
-		if o.pools[id] == nil {
+		if o.stages[id] == nil {
 			return nil, newError(CodeUnavailable, "stage %d (%s) is not served here", id, o.cfg.StageName(id))
 		}
 	}
@@ -145,19 +161,22 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 		return nil, err
 	}
 
-	rq := &request{o: o, id: id, sel: sel, out: make(chan Output, o.cfg.Deploy.StreamBuffer), done: make(chan struct{})}
+	rq := &request{o: o, id: id, sel: sel, hop: req.Only != nil, out: make(chan Output, o.cfg.Deploy.StreamBuffer), done: make(chan struct{})}
 	rq.ctx, rq.cancel = context.WithCancelCause(context.Background())
 	if err := o.admit(rq); err != nil {
 		rq.cancel(err)
 		return nil, err
 	}
-	rq.stopOnClient = context.AfterFunc(ctx, func() {
-		cause := errClientGone
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			cause = &Error{Code: CodeDeadline, Msg: "request deadline exceeded", Err: ctx.Err()}
-		}
-		rq.abort(cause)
-	})
+	rq.stopOnClient = noClient
+	if ctx.Done() != nil {
+		rq.stopOnClient = context.AfterFunc(ctx, func() {
+			cause := errClientGone
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				cause = &Error{Code: CodeDeadline, Msg: "request deadline exceeded", Err: ctx.Err()}
+			}
+			rq.abort(cause)
+		})
+	}
 
 	if err := rq.bind(req); err != nil {
 		rq.cancel(err)
@@ -165,21 +184,23 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 		return nil, rq.err
 	}
 	rq.start(req.Only)
-	return &Stream{rq: rq}, nil
+	rq.stream.rq = rq
+	return &rq.stream, nil
 }
+
+// noClient is stopOnClient for a ctx that is never cancelled.
+func noClient() bool { return false }
 
 // CheckParams checks the sampling params of the given stages with the
 // engines that can check them before anything runs. Stages not served here
 // are skipped: their own server checks them.
 func (o *Orchestrator) CheckParams(stages []int, params []json.RawMessage) error {
 	for _, id := range stages {
-		if id < 0 || id >= len(o.pools) || o.pools[id] == nil {
+		if id < 0 || id >= len(o.stages) || o.stages[id] == nil || o.stages[id].checker == nil {
 			continue
 		}
-		if c, ok := o.pools[id].Replica(0).Engine.(engine.ParamsChecker); ok {
-			if err := c.CheckParams(paramAt(params, id)); err != nil {
-				return fmt.Errorf("stage %d (%s): %w", id, o.cfg.StageName(id), err)
-			}
+		if err := o.stages[id].checker.CheckParams(paramAt(params, id)); err != nil {
+			return fmt.Errorf("stage %d (%s): %w", id, o.cfg.StageName(id), err)
 		}
 	}
 	return nil
@@ -204,13 +225,20 @@ func checkID(id string) error {
 	return nil
 }
 
-func (o *Orchestrator) newID() string {
+// idPrefix starts the ids this process generates: random, so that ids of
+// two servers (or two runs of one) do not collide in a shared log.
+var idPrefix = func() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("req-%s-%d", hex.EncodeToString(b[:]), o.nextID.Add(1))
+	return "req-" + hex.EncodeToString(b[:]) + "-"
+}()
+
+func (o *Orchestrator) newID() string {
+	return idPrefix + strconv.FormatUint(o.nextID.Add(1), 10)
 }
 
-// admit registers rq's id and counts it against the in-flight limit.
+// admit registers rq under its id and counts it against the in-flight
+// limit. An ordinary request claims its id; a hop does not.
 func (o *Orchestrator) admit(rq *request) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -219,17 +247,63 @@ func (o *Orchestrator) admit(rq *request) error {
 		return errShutdown
 	default:
 	}
-	if old, ok := o.active[rq.id]; ok {
-		return newError(CodeConflict, "request id %q is still in use (%s); reuse it once that request has ended", rq.id, State(old.state.Load()))
+	h := o.active[rq.id]
+	if h != nil && h.req != nil && !rq.hop {
+		return newError(CodeConflict, "request id %q is still in use (%s); reuse it once that request has ended", rq.id, State(h.req.state.Load()))
 	}
 	if o.inflight >= o.cfg.Deploy.MaxInflight {
 		o.metrics.requests.WithLabelValues(string(CodeOverloaded)).Inc()
 		return newError(CodeOverloaded, "server busy: %d requests in flight, the limit is %d; retry later", o.inflight, o.cfg.Deploy.MaxInflight)
 	}
-	o.active[rq.id] = rq
+	if h == nil {
+		h = &holders{}
+		o.active[rq.id] = h
+	}
+	if rq.hop {
+		if h.hops == nil {
+			h.hops = map[*request]struct{}{}
+		}
+		h.hops[rq] = struct{}{}
+	} else {
+		h.req = rq
+	}
 	o.inflight++
 	o.metrics.inflight.Set(float64(o.inflight))
 	return nil
+}
+
+// release removes rq from the active requests; it reports whether no
+// request is left in flight.
+func (o *Orchestrator) release(rq *request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if h := o.active[rq.id]; h != nil {
+		if rq.hop {
+			delete(h.hops, rq)
+		} else if h.req == rq {
+			h.req = nil
+		}
+		if h.req == nil && len(h.hops) == 0 {
+			delete(o.active, rq.id)
+		}
+	}
+	o.inflight--
+	o.metrics.inflight.Set(float64(o.inflight))
+	if o.inflight == 0 && o.idle != nil {
+		close(o.idle)
+		o.idle = nil
+	}
+}
+
+// appendTo appends the requests of h to rs.
+func (h *holders) appendTo(rs []*request) []*request {
+	if h.req != nil {
+		rs = append(rs, h.req)
+	}
+	for rq := range h.hops {
+		rs = append(rs, rq)
+	}
+	return rs
 }
 
 // bind binds rq to a replica of every stage on its route prefix, in route
@@ -238,12 +312,12 @@ func (rq *request) bind(req Request) error {
 	o := rq.o
 	rq.bindings = make([]binding, 0, len(rq.sel.Stages))
 	for i, id := range rq.sel.Stages {
-		pool := o.pools[id]
-		r, err := pool.Acquire(rq.ctx, rq)
+		st := o.stages[id]
+		r, err := st.pool.Acquire(rq.ctx, rq)
 		if err != nil {
 			return rq.bindError(id, err)
 		}
-		b := binding{pool: pool, replica: r, job: engine.Job{
+		b := binding{stage: st, replica: r, job: engine.Job{
 			RequestID: rq.id, StageID: id, Params: paramAt(req.Params, id), Prompt: req.Prompt,
 		}}
 		rq.bindings = append(rq.bindings, b)
@@ -255,7 +329,7 @@ func (rq *request) bind(req Request) error {
 					if cause := context.Cause(rq.ctx); cause != nil {
 						return cause
 					}
-					return &StageError{Stage: id, Name: pool.Name, Replica: r.ID, Err: err}
+					return &StageError{Stage: id, Name: st.name, Replica: r.ID, Err: err}
 				}
 			}
 		}
@@ -282,36 +356,32 @@ func (rq *request) bindError(id int, err error) error {
 	return err
 }
 
-// start runs one task per bound stage, joined by bounded channels, and a
-// supervisor that ends the request when they have all returned.
+// start runs one task per bound stage, joined by bounded channels; the
+// last task to return ends the request.
 func (rq *request) start(only *StageCall) {
 	n := len(rq.bindings)
 	var in engine.Source
 	if only != nil {
-		in = engine.NewSliceSource(only.Input...)
+		in = only.Input
 	} else {
-		in = engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: rq.bindings[0].job.Prompt.Text}})
+		rq.prompt.Reset(engine.Chunk{Text: &engine.Text{Text: rq.bindings[0].job.Prompt.Text}})
+		in = &rq.prompt
 	}
-	rq.tasks.Add(n)
+	rq.pending.Store(int32(n))
 	for i := range rq.bindings {
 		b := &rq.bindings[i]
-		sink := &stageSink{rq: rq, stage: b.job.StageID, final: b.job.StageID == rq.sel.Final}
-		sink.selected, sink.kind = rq.selected(b.job.StageID)
-		var next *chanSource
+		b.sink = stageSink{rq: rq, stage: b.job.StageID, final: b.job.StageID == rq.sel.Final}
+		b.sink.selected, b.sink.kind = rq.selected(b.job.StageID)
 		if i < n-1 {
-			sink.down = make(chan engine.Chunk, rq.o.cfg.Deploy.StreamBuffer)
-			next = &chanSource{ch: sink.down}
+			b.sink.down = make(chan engine.Chunk, rq.o.cfg.Deploy.StreamBuffer)
+			b.src.ch = b.sink.down
 		}
-		b.job.In, b.job.Out = in, sink
-		go rq.runStage(b, sink)
-		if next != nil {
-			in = next
-		}
+		b.job.In, b.job.Out = in, &b.sink
+		in = &b.src
 	}
-	go func() {
-		rq.tasks.Wait()
-		rq.finish()
-	}()
+	for i := range rq.bindings {
+		rq.o.workers.Go(task{rq: rq, stage: i})
+	}
 }
 
 func (rq *request) selected(id int) (bool, engine.Kind) {
@@ -323,20 +393,21 @@ func (rq *request) selected(id int) (bool, engine.Kind) {
 	return false, ""
 }
 
-func (rq *request) runStage(b *binding, sink *stageSink) {
-	defer rq.tasks.Done()
+func (rq *request) runStage(b *binding) {
+	defer rq.taskDone()
+	sink := &b.sink
 	start := time.Now()
 	err := b.replica.Engine.Process(rq.ctx, &b.job)
-	rq.o.metrics.stageTime.WithLabelValues(fmt.Sprint(b.job.StageID)).Observe(time.Since(start).Seconds())
+	b.stage.duration.Observe(time.Since(start).Seconds())
 	if sink.down != nil {
 		close(sink.down)
 	}
 	if err != nil {
 		if errors.Is(err, engine.ErrReplicaLost) {
-			rq.o.markLost(b.pool, b.replica, err)
+			b.stage.sup.MarkLost(b.replica, err)
 		}
 		if rq.ctx.Err() == nil {
-			rq.cancel(&StageError{Stage: b.job.StageID, Name: b.pool.Name, Replica: b.replica.ID, Err: err})
+			rq.cancel(&StageError{Stage: b.job.StageID, Name: b.stage.name, Replica: b.replica.ID, Err: err})
 		}
 		return
 	}
@@ -351,6 +422,13 @@ func (rq *request) runStage(b *binding, sink *stageSink) {
 	}
 }
 
+// taskDone ends the request when the last of its stage tasks returns.
+func (rq *request) taskDone() {
+	if rq.pending.Add(-1) == 0 {
+		rq.finish()
+	}
+}
+
 // finish ends the request: releases its bindings, frees its id and closes
 // its stream. It runs once, after every stage task has returned.
 func (rq *request) finish() {
@@ -359,27 +437,18 @@ func (rq *request) finish() {
 	rq.cancel(context.Canceled)
 	rq.stopOnClient()
 	for _, b := range rq.bindings {
-		b.pool.Release(b.replica, rq)
+		b.stage.pool.Release(b.replica, rq)
 	}
 	rq.err = cause
-	outcome := "ok"
-	if cause != nil {
-		outcome = string(CodeOf(cause))
+	if cause == nil {
+		o.metrics.ok.Inc()
+	} else {
+		o.metrics.requests.WithLabelValues(string(CodeOf(cause))).Inc()
 	}
-	o.metrics.requests.WithLabelValues(outcome).Inc()
 	if t := rq.abortedAt.Load(); t != 0 {
 		o.metrics.abortDrain.Observe(time.Since(time.Unix(0, t)).Seconds())
 	}
-
-	o.mu.Lock()
-	delete(o.active, rq.id)
-	o.inflight--
-	o.metrics.inflight.Set(float64(o.inflight))
-	if o.inflight == 0 && o.idle != nil {
-		close(o.idle)
-		o.idle = nil
-	}
-	o.mu.Unlock()
+	o.release(rq)
 	close(rq.out)
 	close(rq.done)
 }
@@ -393,44 +462,66 @@ func (rq *request) abort(cause error) {
 	rq.cancel(cause)
 }
 
-// Abort aborts the request with the given id and waits for its stages to
-// drain. A second Abort of the same request joins the first. If the drain
-// outlasts the deployment's abort timeout, the request is left in the
-// abort_failed state, holding its id until the drain ends, and Abort returns
-// an error with code abort_failed.
+// Abort aborts the request with the given id, and every hop of that id, and
+// waits for their stages to drain. A second Abort of the same request
+// joins the first. If a drain outlasts the deployment's abort timeout, the
+// request is left in the abort_failed state, holding its id until the
+// drain ends, and Abort returns an error with code abort_failed.
 func (o *Orchestrator) Abort(ctx context.Context, id string) error {
 	o.mu.Lock()
-	rq := o.active[id]
+	var reqs []*request
+	if h := o.active[id]; h != nil {
+		reqs = h.appendTo(nil)
+	}
 	o.mu.Unlock()
-	if rq == nil {
+	if len(reqs) == 0 {
 		return newError(CodeNotFound, "no active request with id %q", id)
 	}
-	rq.abort(errAborted)
+	for _, rq := range reqs {
+		rq.abort(errAborted)
+	}
 	timer := time.NewTimer(o.cfg.Deploy.AbortTimeout)
 	defer timer.Stop()
-	select {
-	case <-rq.done:
-		o.metrics.aborts.WithLabelValues("drained").Inc()
-		return nil
-	case <-timer.C:
-		rq.state.Store(int32(StateAbortFailed))
-		o.metrics.aborts.WithLabelValues(string(CodeAbortFailed)).Inc()
-		o.log.Warn("abort did not drain in time", "request_id", id, "timeout", o.cfg.Deploy.AbortTimeout)
-		return newError(CodeAbortFailed, "request %q did not drain within %s; its id stays in use until it does", id, o.cfg.Deploy.AbortTimeout)
-	case <-ctx.Done():
-		return ctx.Err()
+	for _, rq := range reqs {
+		select {
+		case <-rq.done:
+		case <-timer.C:
+			for _, rq := range reqs {
+				select {
+				case <-rq.done:
+				default:
+					rq.state.Store(int32(StateAbortFailed))
+				}
+			}
+			o.metrics.aborts.WithLabelValues(string(CodeAbortFailed)).Inc()
+			o.log.Warn("abort did not drain in time", "request_id", id, "timeout", o.cfg.Deploy.AbortTimeout)
+			return newError(CodeAbortFailed, "request %q did not drain within %s; its id stays in use until it does", id, o.cfg.Deploy.AbortTimeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	o.metrics.aborts.WithLabelValues("drained").Inc()
+	return nil
 }
 
-// Lookup returns the state of an active or draining request.
+// Lookup returns the state of the active or draining request with the
+// given id, or of its hops (the least advanced one's: active before
+// aborting before abort_failed).
 func (o *Orchestrator) Lookup(id string) (State, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	rq, ok := o.active[id]
+	h, ok := o.active[id]
 	if !ok {
 		return 0, false
 	}
-	return State(rq.state.Load()), true
+	if h.req != nil {
+		return State(h.req.state.Load()), true
+	}
+	state := StateAbortFailed
+	for rq := range h.hops {
+		state = min(state, State(rq.state.Load()))
+	}
+	return state, true
 }
 
 // chanSource is a stage's input: its producer's bounded channel.
@@ -440,6 +531,16 @@ type chanSource struct {
 
 // Recv implements engine.Source.
 func (s *chanSource) Recv(ctx context.Context) (engine.Chunk, error) {
+	// A chunk that is already there is taken without a select on ctx;
+	// like the select, this may hand over a chunk after ctx ended.
+	select {
+	case c, ok := <-s.ch:
+		if !ok {
+			return engine.Chunk{}, io.EOF
+		}
+		return c, nil
+	default:
+	}
 	select {
 	case c, ok := <-s.ch:
 		if !ok {
@@ -471,17 +572,26 @@ func (s *stageSink) Send(ctx context.Context, c engine.Chunk) error {
 	if s.down != nil {
 		select {
 		case s.down <- c:
-		case <-ctx.Done():
-			s.rq.o.metrics.lateDropped.Inc()
-			return ctx.Err()
+		default:
+			select {
+			case s.down <- c:
+			case <-ctx.Done():
+				s.rq.o.metrics.lateDropped.Inc()
+				return ctx.Err()
+			}
 		}
 	}
 	if s.selected {
+		out := Output{Stage: s.stage, Kind: s.kind, Chunk: c, Final: s.final}
 		select {
-		case s.rq.out <- Output{Stage: s.stage, Kind: s.kind, Chunk: c, Final: s.final}:
-		case <-ctx.Done():
-			s.rq.o.metrics.lateDropped.Inc()
-			return ctx.Err()
+		case s.rq.out <- out:
+		default:
+			select {
+			case s.rq.out <- out:
+			case <-ctx.Done():
+				s.rq.o.metrics.lateDropped.Inc()
+				return ctx.Err()
+			}
 		}
 	}
 	return nil
@@ -503,6 +613,17 @@ func (s *Stream) Selection() *pipeline.Selection { return s.rq.sel }
 // is complete and the request has fully ended (bindings released, id free),
 // or the request's error if it failed or was aborted.
 func (s *Stream) Recv(ctx context.Context) (Output, error) {
+	select {
+	case out, ok := <-s.rq.out:
+		if ok {
+			return out, nil
+		}
+		if s.rq.err != nil {
+			return Output{}, s.rq.err
+		}
+		return Output{}, io.EOF
+	default:
+	}
 	select {
 	case out, ok := <-s.rq.out:
 		if ok {

@@ -313,9 +313,7 @@ func TestCrashLoopBackoff(t *testing.T) {
 	for i, want := range []time.Duration{2, 4, 8, 16} {
 		f.engineOf("post/0").Lose()
 		waitFor(t, "a restart", func() bool { return f.restarts("2") == float64(i+1) })
-		f.o.mu.Lock()
-		got := f.o.restarted[slot{stage: 2, index: 0}].backoff
-		f.o.mu.Unlock()
+		got, _ := f.o.stages[2].sup.LastBackoff(0)
 		if want *= time.Millisecond; got != want {
 			t.Errorf("restart %d waited %s, want %s", i+1, got, want)
 		}

@@ -2,6 +2,7 @@ package payload
 
 import (
 	"bytes"
+	"io"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -27,6 +28,8 @@ var benchKeys = []struct {
 	key  []byte
 }{{"unsigned", nil}, {"signed", testKey}}
 
+// BenchmarkEncode measures the stage_input string of /v1/run: Marshal
+// plus base64.
 func BenchmarkEncode(b *testing.B) {
 	for _, d := range benchData {
 		for _, k := range benchKeys {
@@ -45,6 +48,8 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
+// BenchmarkDecode measures the stage_input string of /v1/run: base64 plus
+// Unmarshal.
 func BenchmarkDecode(b *testing.B) {
 	for _, d := range benchData {
 		for _, k := range benchKeys {
@@ -58,6 +63,38 @@ func BenchmarkDecode(b *testing.B) {
 				b.SetBytes(d.bytes)
 				for b.Loop() {
 					if _, err := c.Decode(s, expect(1)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkBinary measures the binary payload: Marshal and Unmarshal.
+func BenchmarkBinary(b *testing.B) {
+	for _, d := range benchData {
+		for _, k := range benchKeys {
+			c := NewCodec(k.key)
+			e := base(d.chunk)
+			b.Run(d.name+"/"+k.name+"/marshal", func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(d.bytes)
+				for b.Loop() {
+					if _, err := c.Marshal(e); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run(d.name+"/"+k.name+"/unmarshal", func(b *testing.B) {
+				bin, err := c.Marshal(e)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.SetBytes(d.bytes)
+				for b.Loop() {
+					if _, err := c.Unmarshal(bin, expect(1)); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -87,13 +124,12 @@ func BenchmarkBody(b *testing.B) {
 		}
 		b.Logf("%s: body %d bytes as bin, %d bytes by reflection", d.name, len(bin), len(ref))
 		b.Run(d.name+"/bin/encode", func(b *testing.B) {
-			var buf bytes.Buffer
-			enc := msgpack.NewEncoder(&buf)
+			buf := make([]byte, 0, len(bin))
 			b.ReportAllocs()
 			b.SetBytes(d.bytes)
 			for b.Loop() {
-				buf.Reset()
-				if err := e.EncodeMsgpack(enc); err != nil {
+				var err error
+				if buf, err = encodeMap(envelopeSchema, buf[:0], e); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -116,7 +152,7 @@ func BenchmarkBody(b *testing.B) {
 			b.SetBytes(d.bytes)
 			for b.Loop() {
 				var got Envelope
-				if err := msgpack.Unmarshal(bin, &got); err != nil {
+				if err := decodeMap(envelopeSchema, bin, &got); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -130,6 +166,77 @@ func BenchmarkBody(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkStream measures the per-frame cost of a payload stream: writing
+// and reading data frames of 100 ms of 16 kHz audio (3200 bytes of
+// samples). The header is amortized over the frames of one stream.
+func BenchmarkStream(b *testing.B) {
+	const frames = 100
+	chunk := audioChunk(1600)
+	hdr := base()
+	for _, k := range benchKeys {
+		c := NewCodec(k.key)
+		var buf bytes.Buffer
+		write := func() {
+			buf.Reset()
+			w := c.NewStreamWriter(&buf)
+			if err := w.Header(FrameHandOff, hdr); err != nil {
+				b.Fatal(err)
+			}
+			for range frames {
+				if err := w.Data(&chunk); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := w.End(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		read := func(src io.Reader) {
+			r := c.NewStreamReader(src)
+			want := expect(1)
+			if _, _, err := r.Header(&want); err != nil {
+				b.Fatal(err)
+			}
+			for n := 0; ; n++ {
+				_, err := r.Next()
+				if err == io.EOF {
+					if n != frames {
+						b.Fatalf("read %d frames", n)
+					}
+					break
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.Run(k.name+"/write", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				write()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*frames), "ns/frame")
+		})
+		b.Run(k.name+"/read", func(b *testing.B) {
+			write()
+			stream := bytes.Clone(buf.Bytes())
+			b.ReportAllocs()
+			for b.Loop() {
+				read(bytes.NewReader(stream))
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*frames), "ns/frame")
+		})
+		b.Run(k.name+"/write+read", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				write()
+				read(&buf)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*frames), "ns/frame")
 		})
 	}
 }

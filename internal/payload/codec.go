@@ -2,49 +2,45 @@ package payload
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"hash"
-	"strings"
 	"sync"
-
-	"github.com/vmihailenco/msgpack/v5"
+	"unsafe"
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
 
-// DefaultMaxSize is the largest payload, in bytes before base64, that a
-// Codec encodes or decodes unless WithMaxSize says otherwise: about 17
-// minutes of 16 kHz audio.
+// DefaultMaxSize is the largest payload, in bytes before base64, and the
+// largest stream frame body that a Codec writes or reads unless WithMaxSize
+// says otherwise: about 17 minutes of 16 kHz audio.
 const DefaultMaxSize = 32 << 20
 
 const (
 	magic      = "OSTG"
 	headerLen  = len(magic) + 2 // magic, version, flags
 	flagSigned = 1 << 0         // a tag follows the body
-	tagLen     = sha256.Size
 )
 
 // b64 is the text encoding of payloads. Strict makes the encoding of a
 // given payload unique: every other string is refused.
 var b64 = base64.RawURLEncoding.Strict()
 
-// Codec turns envelopes into the opaque stage_input strings of /v1/run and
-// back. It is safe for concurrent use.
+// Codec turns envelopes into payloads, binary (Marshal) or as the opaque
+// stage_input strings of /v1/run (Encode), and back; it also writes and
+// reads payload streams (NewStreamWriter, NewStreamReader). It is safe for
+// concurrent use.
 type Codec struct {
-	key     []byte
+	mac     *macer // nil without a key
 	maxSize int
-	macs    sync.Pool // of hash.Hash keyed with key
 }
 
 // Option configures a Codec.
 type Option func(*Codec)
 
-// WithMaxSize sets the largest payload, in bytes before base64, the codec
-// encodes or decodes; n <= 0 means DefaultMaxSize.
+// WithMaxSize sets the largest payload, in bytes before base64, and the
+// largest stream frame body the codec writes or reads; n <= 0 means
+// DefaultMaxSize.
 func WithMaxSize(n int) Option {
 	return func(c *Codec) {
 		if n > 0 {
@@ -53,15 +49,15 @@ func WithMaxSize(n int) Option {
 	}
 }
 
-// NewCodec returns a codec that signs with key, HMAC-SHA256, and refuses
-// payloads not signed with it. An empty key means no signing: payloads are
-// written unsigned and the tags of signed ones are ignored, since there is
-// nothing to check them with. key is copied.
+// NewCodec returns a codec that signs with key and refuses payloads and
+// streams not signed with it (see the package documentation for the MAC).
+// An empty key means no signing: payloads and streams are written unsigned
+// and the tags of signed ones are ignored, since there is nothing to check
+// them with. key is copied.
 func NewCodec(key []byte, opts ...Option) *Codec {
 	c := &Codec{maxSize: DefaultMaxSize}
 	if len(key) > 0 {
-		c.key = bytes.Clone(key)
-		c.macs.New = func() any { return hmac.New(sha256.New, c.key) }
+		c.mac = newMacer(bytes.Clone(key))
 	}
 	for _, o := range opts {
 		o(c)
@@ -70,72 +66,110 @@ func NewCodec(key []byte, opts ...Option) *Codec {
 }
 
 // Signed reports whether the codec has a key.
-func (c *Codec) Signed() bool { return c.key != nil }
+func (c *Codec) Signed() bool { return c.mac != nil }
 
-// MaxSize returns the largest payload, in bytes before base64, the codec
-// accepts.
+// MaxSize returns the largest payload, in bytes before base64, and the
+// largest stream frame body the codec accepts.
 func (c *Codec) MaxSize() int { return c.maxSize }
 
-// Encode returns e as a stage_input string. It refuses an envelope that
-// Decode would refuse whatever the server (a missing field, a bad chunk);
-// that error is not an *Error, since the envelope was built by this server:
-// it is a bug. A payload larger than MaxSize is an *Error with
-// CodeTooLarge. e is not modified.
+// Marshal returns e as a binary payload: header, msgpack body and, when
+// the codec has a key, tag. It refuses an envelope that Unmarshal would
+// refuse whatever the server (a missing field, a bad chunk); that error is
+// not an *Error, since the envelope was built by this server: it is a bug.
+// A payload larger than MaxSize is an *Error with CodeTooLarge. e is not
+// modified; the returned slice is the caller's.
+func (c *Codec) Marshal(e *Envelope) ([]byte, error) {
+	if e == nil {
+		return nil, errors.New("payload: cannot encode a nil envelope")
+	}
+	return c.marshal(make([]byte, 0, sizeHint(e)), e)
+}
+
+// marshal appends the binary payload of e to b.
+func (c *Codec) marshal(b []byte, e *Envelope) ([]byte, error) {
+	start := len(b)
+	b, err := c.body(b, e)
+	if err != nil || c.mac == nil {
+		return b, err
+	}
+	return c.mac.sum(b, b[start:start+headerLen], b[start+headerLen:]), nil
+}
+
+// body appends the binary payload of e without its tag to b, after
+// checking e and that the payload, tag included, fits in MaxSize.
+func (c *Codec) body(b []byte, e *Envelope) ([]byte, error) {
+	if err := e.validate(); err != nil {
+		return nil, fmt.Errorf("payload: cannot encode an invalid envelope: %s", err.Message)
+	}
+	start := len(b)
+	flags := byte(0)
+	if c.mac != nil {
+		flags = flagSigned
+	}
+	b = append(append(b, magic...), FormatVersion, flags)
+	b, err := encodeMap(envelopeSchema, b, e)
+	if err != nil {
+		return nil, fmt.Errorf("payload: encode: %w", err)
+	}
+	n := len(b) - start
+	if c.mac != nil {
+		n += tagLen
+	}
+	if n > c.maxSize {
+		return nil, newError(CodeTooLarge, "the output of stage %d makes a payload of %s, more than the limit of %s; send shorter input or raise the payload size limit", e.From, size(n), size(c.maxSize))
+	}
+	return b, nil
+}
+
+// Encode returns e as a stage_input string: the URL-safe base64 of
+// Marshal's payload, with Marshal's errors.
 func (c *Codec) Encode(e *Envelope) (string, error) {
 	if e == nil {
 		return "", errors.New("payload: cannot encode a nil envelope")
 	}
-	if err := e.validate(); err != nil {
-		return "", fmt.Errorf("payload: cannot encode an invalid envelope: %s", err.Message)
-	}
 	buf := getBuffer(sizeHint(e))
 	defer putBuffer(buf)
-	buf.WriteString(magic)
-	buf.WriteByte(FormatVersion)
-	if c.key != nil {
-		buf.WriteByte(flagSigned)
-	} else {
-		buf.WriteByte(0)
-	}
-	enc := msgpack.GetEncoder()
-	enc.Reset(buf)
-	err := e.EncodeMsgpack(enc)
-	msgpack.PutEncoder(enc)
+	bin, err := c.marshal((*buf)[:0], e)
 	if err != nil {
-		return "", fmt.Errorf("payload: encode: %w", err)
+		return "", err
 	}
-	if c.key != nil {
-		mac := c.macs.Get().(hash.Hash)
-		mac.Reset()
-		mac.Write(buf.Bytes())
-		buf.Grow(tagLen)
-		buf.Write(mac.Sum(buf.AvailableBuffer()))
-		c.macs.Put(mac)
-	}
-	if buf.Len() > c.maxSize {
-		return "", newError(CodeTooLarge, "the output of stage %d makes a payload of %s, more than the limit of %s; send shorter input or raise the payload size limit", e.From, size(buf.Len()), size(c.maxSize))
-	}
-	var s strings.Builder
-	s.Grow(b64.EncodedLen(buf.Len()))
-	w := base64.NewEncoder(b64, &s)
-	w.Write(buf.Bytes())
-	w.Close()
-	return s.String(), nil
+	*buf = bin[:0]
+	out := make([]byte, b64.EncodedLen(len(bin)))
+	b64.Encode(out, bin)
+	return unsafe.String(unsafe.SliceData(out), len(out)), nil
 }
 
-// Decode returns the envelope in the stage_input string s, after checking
+// Unmarshal returns the envelope in the binary payload b, after checking
 // that it is intact (and signed, when the codec has a key), well formed,
-// and meant for the server described by want. Every problem with s is an
+// and meant for the server described by want. Every problem with b is an
 // *Error; any other error means want itself is wrong (a bug). The envelope
-// and its chunks are newly allocated and owned by the caller.
+// and its chunks are newly allocated and owned by the caller: nothing
+// refers to b.
+func (c *Codec) Unmarshal(b []byte, want Expect) (*Envelope, error) {
+	if err := want.valid(); err != nil {
+		return nil, err
+	}
+	if len(b) > c.maxSize {
+		return nil, newError(CodeTooLarge, "payload is %s, more than this server's limit of %s", size(len(b)), size(c.maxSize))
+	}
+	return c.unmarshal(b, &want)
+}
+
+// Decode returns the envelope in the stage_input string s: Unmarshal of
+// its base64, with the same checks and errors, and the size checked before
+// the base64 is decoded.
 func (c *Codec) Decode(s string, want Expect) (*Envelope, error) {
 	if err := want.valid(); err != nil {
 		return nil, err
 	}
-	if n := b64.DecodedLen(len(s)); n > c.maxSize {
+	n := b64.DecodedLen(len(s))
+	if n > c.maxSize {
 		return nil, newError(CodeTooLarge, "payload is %s, more than this server's limit of %s", size(n), size(c.maxSize))
 	}
-	bin, err := b64.DecodeString(s)
+	buf := getBuffer(n)
+	defer putBuffer(buf)
+	bin := (*buf)[:n]
+	n, err := b64.Decode(bin, unsafe.Slice(unsafe.StringData(s), len(s)))
 	if err != nil {
 		var ce base64.CorruptInputError
 		if errors.As(err, &ce) {
@@ -143,82 +177,83 @@ func (c *Codec) Decode(s string, want Expect) (*Envelope, error) {
 		}
 		return nil, notBase64(err.Error())
 	}
-	if b64.EncodedLen(len(bin)) != len(s) {
+	if b64.EncodedLen(n) != len(s) {
 		// The decoder skips line breaks; refuse them so that a payload has
 		// one spelling.
 		return nil, notBase64("it contains line breaks")
 	}
-	body, err := c.open(bin)
+	return c.unmarshal(bin[:n], &want)
+}
+
+func (c *Codec) unmarshal(b []byte, want *Expect) (*Envelope, error) {
+	body, tag, err := c.open(b)
 	if err != nil {
 		return nil, err
 	}
-	dec := msgpack.GetDecoder()
-	r := bytes.NewReader(body)
-	dec.Reset(r)
-	e := new(Envelope)
-	err = e.DecodeMsgpack(dec)
-	msgpack.PutDecoder(dec)
+	if tag != nil && !c.mac.verify(tag, b[:headerLen], body) {
+		return nil, newError(CodeSignatureInvalid, "payload signature does not match: it was altered, or signed with another key; give every stage server the same payload key")
+	}
+	e, err := decodeEnvelope(body)
 	if err != nil {
 		return nil, err
 	}
-	if r.Len() != 0 {
-		return nil, newError(CodeUndecodable, "payload does not decode: extra data after the envelope (%d bytes)", r.Len())
-	}
-	if e.Version != FormatVersion {
-		return nil, newError(CodeUndecodable, "payload does not decode: its header says format version %d but its body says %d", FormatVersion, e.Version)
-	}
-	if err := e.check(&want); err != nil {
+	if err := e.check(want); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-// open checks the header and the tag of a decoded payload and returns its
-// msgpack body.
-func (c *Codec) open(bin []byte) ([]byte, error) {
+// decodeEnvelope decodes the body of a payload of this version.
+func decodeEnvelope(body []byte) (*Envelope, *Error) {
+	e := new(Envelope)
+	if err := decodeMap(envelopeSchema, body, e); err != nil {
+		return nil, undecodable("payload", err)
+	}
+	if e.Version != FormatVersion {
+		return nil, newError(CodeUndecodable, "payload does not decode: its header says format version %d but its body says %d", FormatVersion, e.Version)
+	}
+	return e, nil
+}
+
+// open checks the header of a binary payload and returns its msgpack body
+// and its tag: nil when the payload is unsigned or the codec has no key,
+// since then there is nothing to check.
+func (c *Codec) open(bin []byte) (body, tag []byte, err *Error) {
 	if len(bin) < headerLen || string(bin[:len(magic)]) != magic {
-		return nil, newError(CodeBadMagic, "stage_input is not an omnistage payload; pass the stage_input of the previous /v1/run response unchanged")
+		return nil, nil, newError(CodeBadMagic, "stage_input is not an omnistage payload; pass the stage_input of the previous /v1/run response unchanged")
 	}
 	if v := bin[len(magic)]; v != FormatVersion {
-		return nil, newError(CodeUnsupportedVersion, "payload has format version %d, this server reads version %d; run every stage server from the same omnistage release", v, FormatVersion)
+		return nil, nil, newError(CodeUnsupportedVersion, "payload has format version %d, this server reads version %d; run every stage server from the same omnistage release", v, FormatVersion)
 	}
 	flags := bin[len(magic)+1]
 	if flags&^flagSigned != 0 {
-		return nil, newError(CodeUnsupportedVersion, "payload header has flags 0x%02x, which format version %d does not define", flags, FormatVersion)
+		return nil, nil, newError(CodeUnsupportedVersion, "payload header has flags 0x%02x, which format version %d does not define", flags, FormatVersion)
 	}
-	body := bin[headerLen:]
+	body = bin[headerLen:]
 	if flags&flagSigned == 0 {
-		if c.key != nil {
-			return nil, newError(CodeSignatureMissing, "payload is not signed, but this server only accepts signed payloads; give every stage server the same payload key")
+		if c.mac != nil {
+			return nil, nil, newError(CodeSignatureMissing, "payload is not signed, but this server only accepts signed payloads; give every stage server the same payload key")
 		}
-		return body, nil
+		return body, nil, nil
 	}
 	if len(body) < tagLen {
-		return nil, newError(CodeSignatureInvalid, "payload is too short to hold its signature (was it truncated?)")
+		return nil, nil, newError(CodeSignatureInvalid, "payload is too short to hold its signature (was it truncated?)")
 	}
-	body, tag := body[:len(body)-tagLen], body[len(body)-tagLen:]
-	if c.key == nil {
-		return body, nil
+	body, tag = body[:len(body)-tagLen], body[len(body)-tagLen:]
+	if c.mac == nil {
+		return body, nil, nil
 	}
-	mac := c.macs.Get().(hash.Hash)
-	mac.Reset()
-	mac.Write(bin[:len(bin)-tagLen])
-	var sum [tagLen]byte
-	ok := hmac.Equal(mac.Sum(sum[:0]), tag)
-	c.macs.Put(mac)
-	if !ok {
-		return nil, newError(CodeSignatureInvalid, "payload signature does not match: it was altered, or signed with another key; give every stage server the same payload key")
-	}
-	return body, nil
+	return body, tag, nil
 }
 
 func notBase64(why string) *Error {
 	return newError(CodeNotBase64, "stage_input is not URL-safe base64 without padding (%s); pass the stage_input of the previous /v1/run response unchanged", why)
 }
 
-// sizeHint estimates the encoded size of e, to allocate the buffer once.
+// sizeHint estimates the size of e's binary payload, to allocate the
+// buffer once.
 func sizeHint(e *Envelope) int {
-	n := 1024 + len(e.Prompt.Text)
+	n := 1024 + len(e.Prompt.Text) + len(e.Trace)
 	for _, p := range e.Params {
 		n += len(p) + 5
 	}
@@ -231,44 +266,54 @@ func sizeHint(e *Envelope) int {
 
 func chunksSize(cs []engine.Chunk) int {
 	n := 0
-	for _, c := range cs {
-		n += 64
-		switch {
-		case c.Text != nil:
-			n += len(c.Text.Text)
-		case c.Frames != nil:
-			n += 4 * (len(c.Frames.Params) + len(c.Frames.Str))
-		case c.Segments != nil:
-			n += 16*len(c.Segments.Names) + 4*(len(c.Segments.Ends)+len(c.Segments.TargetPos)+len(c.Segments.TargetF0))
-		case c.Audio != nil:
-			n += 2 * len(c.Audio.Samples)
-		case c.Words != nil:
-			n += 48 * len(c.Words.Words)
-		}
+	for i := range cs {
+		n += chunkSize(&cs[i])
 	}
 	return n
 }
 
-// bufs holds encode buffers; bigger ones are dropped so that a burst of
-// long payloads does not pin memory.
+// chunkSize estimates the encoded size of c.
+func chunkSize(c *engine.Chunk) int {
+	n := 64
+	switch {
+	case c.Text != nil:
+		n += len(c.Text.Text)
+	case c.Frames != nil:
+		n += len(c.Frames.Voice) + 4*(len(c.Frames.Params)+len(c.Frames.Str))
+	case c.Segments != nil:
+		n += 16*len(c.Segments.Names) + 4*(len(c.Segments.Ends)+len(c.Segments.TargetPos)+len(c.Segments.TargetF0))
+	case c.Audio != nil:
+		n += 2 * len(c.Audio.Samples)
+	case c.Words != nil:
+		n += 48 * len(c.Words.Words)
+	}
+	return n
+}
+
+// bufs holds scratch buffers (*[]byte) for Encode, Decode and streams;
+// bigger ones are dropped so that a burst of long payloads does not pin
+// memory.
 var bufs sync.Pool
 
 const maxPooled = 4 << 20
 
-func getBuffer(n int) *bytes.Buffer {
-	b, _ := bufs.Get().(*bytes.Buffer)
+// getBuffer returns an empty buffer with room for n bytes.
+func getBuffer(n int) *[]byte {
+	b, _ := bufs.Get().(*[]byte)
 	if b == nil {
-		b = new(bytes.Buffer)
+		b = new([]byte)
 	}
-	b.Grow(n)
+	if cap(*b) < n {
+		*b = make([]byte, 0, n)
+	}
+	*b = (*b)[:0]
 	return b
 }
 
-func putBuffer(b *bytes.Buffer) {
-	if b.Cap() > maxPooled {
+func putBuffer(b *[]byte) {
+	if cap(*b) > maxPooled {
 		return
 	}
-	b.Reset()
 	bufs.Put(b)
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
@@ -25,6 +22,8 @@ var update = flag.Bool("update", false, "rewrite testdata golden files")
 func TestRoundTrip(t *testing.T) {
 	carried := base(framesChunk(3, 4, 2))
 	carried.Carried = []Output{{Stage: 0, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(10)}}}
+	traced := base(audioChunk(3))
+	traced.Trace = testTrace
 	for _, tc := range []struct {
 		name string
 		e    *Envelope
@@ -36,6 +35,7 @@ func TestRoundTrip(t *testing.T) {
 		{"words", base(wordsChunk())},
 		{"empty data", base()},
 		{"carried", carried},
+		{"trace", traced},
 	} {
 		for _, key := range [][]byte{nil, testKey} {
 			t.Run(tc.name+map[bool]string{false: "/unsigned", true: "/signed"}[key != nil], func(t *testing.T) {
@@ -51,9 +51,23 @@ func TestRoundTrip(t *testing.T) {
 				if !reflect.DeepEqual(got, tc.e) {
 					t.Errorf("round trip changed the envelope:\n got %+v\nwant %+v", got, tc.e)
 				}
-				prefix := map[bool]string{false: "T1NURwEA", true: "T1NURwEB"}[key != nil]
+				prefix := map[bool]string{false: "T1NURwIA", true: "T1NURwIB"}[key != nil]
 				if !strings.HasPrefix(s, prefix) {
 					t.Errorf("payload starts %q, want %q", s[:8], prefix)
+				}
+				bin, err := c.Marshal(tc.e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(bin, unwrap(t, s)) {
+					t.Error("Encode is not the base64 of Marshal")
+				}
+				got, err = c.Unmarshal(bin, expect(1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, tc.e) {
+					t.Errorf("binary round trip changed the envelope:\n got %+v\nwant %+v", got, tc.e)
 				}
 			})
 		}
@@ -146,9 +160,10 @@ func TestBadPayloads(t *testing.T) {
 		{"empty", func(testing.TB) string { return "" }, nil, Expect{}, CodeBadMagic, "not an omnistage payload"},
 		{"bad magic", func(testing.TB) string { return wrap([]byte("OSTX\x01\x00\x80")) }, nil, Expect{}, CodeBadMagic, "not an omnistage payload"},
 		{"short header", func(testing.TB) string { return wrap([]byte("OSTG\x01")) }, nil, Expect{}, CodeBadMagic, "not an omnistage payload"},
-		{"version 2", rawBody(2, 0, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "format version 2, this server reads version 1"},
-		{"version 0", rawBody(0, 0, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "format version 0, this server reads version 1"},
-		{"unknown flags", rawBody(1, 0x04, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "flags 0x04"},
+		{"version 1", rawBody(1, 0, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "format version 1, this server reads version 2"},
+		{"version 3", rawBody(3, 0, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "format version 3, this server reads version 2"},
+		{"version 0", rawBody(0, 0, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "format version 0, this server reads version 2"},
+		{"unknown flags", rawBody(FormatVersion, 0x04, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "flags 0x04"},
 		{"unsigned to keyed server", func(t testing.TB) string { return valid(t, base(textChunk("hi"))) }, NewCodec(testKey), Expect{}, CodeSignatureMissing, "only accepts signed payloads"},
 		{"signed with another key", func(t testing.TB) string {
 			s, err := NewCodec([]byte("another key")).Encode(base(textChunk("hi")))
@@ -168,8 +183,8 @@ func TestBadPayloads(t *testing.T) {
 			b[5] = 0
 			return wrap(b)
 		}, NewCodec(testKey), Expect{}, CodeSignatureMissing, "not signed"},
-		{"tag truncated", func(t testing.TB) string { return wrap(frame(1, flagSigned, []byte{1, 2, 3}, nil)) }, NewCodec(testKey), Expect{}, CodeSignatureInvalid, "too short to hold its signature"},
-		{"body not a map", rawBody(1, 0, []byte{0x2a}), nil, Expect{}, CodeUndecodable, "want a map, got an integer"},
+		{"tag truncated", func(t testing.TB) string { return wrap(frame(FormatVersion, flagSigned, []byte{1, 2, 3}, nil)) }, NewCodec(testKey), Expect{}, CodeSignatureInvalid, "too short to hold its signature"},
+		{"body not a map", rawBody(FormatVersion, 0, []byte{0x2a}), nil, Expect{}, CodeUndecodable, "want a map, got an integer"},
 		{"body truncated", func(t testing.TB) string {
 			b := unwrap(t, valid(t, base(audioChunk(100))))
 			return wrap(b[:len(b)-7])
@@ -183,7 +198,7 @@ func TestBadPayloads(t *testing.T) {
 			b := body(t, base(textChunk("hi")))
 			b[0]++ // one more entry in the fixmap
 			b = append(b, 0xa1, 'x', 0xa2, 'y', 'z')
-			return wrap(frame(1, 0, b, nil))
+			return wrap(frame(FormatVersion, 0, b, nil))
 		}, nil, Expect{}, CodeUndecodable, `field "transfer_id" appears twice`},
 		{"to is a string", editBody(func(m map[string]any) { m["t"] = "1" }), nil, Expect{}, CodeUndecodable, "to: want an integer, got a string"},
 		{"to is nil", editBody(func(m map[string]any) { m["t"] = nil }), nil, Expect{}, CodeUndecodable, "to: want an integer, got nil"},
@@ -205,14 +220,16 @@ func TestBadPayloads(t *testing.T) {
 			// Replace the empty data array at the end by a chunk whose
 			// samples claim 4 GiB.
 			b = append(b[:len(b)-1], 0x91, 0x81, 0xa1, 'a', 0x82, 0xa4, 'r', 'a', 't', 'e', 0x01, 0xa7, 's', 'a', 'm', 'p', 'l', 'e', 's', 0xc6, 0xff, 0xff, 0xff, 0xfe)
-			return wrap(frame(1, 0, b, nil))
+			return wrap(frame(FormatVersion, 0, b, nil))
 		}, nil, Expect{}, CodeUndecodable, "data[0].audio.samples: the payload ends early"},
 		{"huge array length", func(t testing.TB) string {
 			b := body(t, base())
 			b = append(b[:len(b)-1], 0xdd, 0xff, 0xff, 0xff, 0xff)
-			return wrap(frame(1, 0, b, nil))
+			return wrap(frame(FormatVersion, 0, b, nil))
 		}, nil, Expect{}, CodeUndecodable, "data: the payload ends early"},
-		{"body version 2", editBody(func(m map[string]any) { m["v"] = 2 }), nil, Expect{}, CodeUndecodable, "header says format version 1 but its body says 2"},
+		{"body version 3", editBody(func(m map[string]any) { m["v"] = 3 }), nil, Expect{}, CodeUndecodable, "header says format version 2 but its body says 3"},
+		{"trace is an integer", editBody(func(m map[string]any) { m["tp"] = 1 }), nil, Expect{}, CodeUndecodable, "trace: want a string, got an integer"},
+		{"trace not UTF-8", with(func(e *Envelope) { e.Trace = "00-\xff" }), nil, Expect{}, CodeUndecodable, "payload's trace is not valid UTF-8"},
 		{"no transfer id key", editBody(func(m map[string]any) { delete(m, "x") }), nil, Expect{}, CodeMissingField, "payload has no transfer_id field"},
 		{"no audio rate key", editBody(func(m map[string]any) {
 			m["d"] = []any{map[string]any{"a": map[string]any{"samples": []byte{1, 2}}}}
@@ -274,7 +291,8 @@ func TestBadPayloads(t *testing.T) {
 			if want.NumStages == 0 {
 				want = expect(1)
 			}
-			e, err := c.Decode(tc.payload(t), want)
+			s := tc.payload(t)
+			e, err := c.Decode(s, want)
 			var pe *Error
 			if !errors.As(err, &pe) {
 				t.Fatalf("Decode = %v, %v; want an *Error", e, err)
@@ -282,6 +300,16 @@ func TestBadPayloads(t *testing.T) {
 			t.Logf("%s: %s", pe.Code, pe.Message)
 			if pe.Code != tc.code || !strings.Contains(pe.Message, tc.msg) {
 				t.Errorf("Decode error = %s: %q\nwant %s containing %q", pe.Code, pe.Message, tc.code, tc.msg)
+			}
+			// Unmarshal makes the same checks on the binary payload.
+			if bin, err := b64.DecodeString(s); err == nil && tc.code != CodeNotBase64 {
+				e, err := c.Unmarshal(bin, want)
+				if !errors.As(err, &pe) {
+					t.Fatalf("Unmarshal = %v, %v; want an *Error", e, err)
+				}
+				if pe.Code != tc.code {
+					t.Errorf("Unmarshal error = %s: %q; want %s", pe.Code, pe.Message, tc.code)
+				}
 			}
 		})
 	}
@@ -342,9 +370,9 @@ func TestEncode(t *testing.T) {
 	})
 	t.Run("other version", func(t *testing.T) {
 		e := base(textChunk("x"))
-		e.Version = 2
+		e.Version = FormatVersion + 1
 		if _, err := NewCodec(nil).Encode(e); err == nil {
-			t.Fatal("Encode of a version 2 envelope succeeded")
+			t.Fatal("Encode of an envelope of another version succeeded")
 		}
 	})
 	t.Run("zero version", func(t *testing.T) {
@@ -454,38 +482,17 @@ func TestParamsFor(t *testing.T) {
 	}
 }
 
-// TestMsgpackInterfaces checks that Envelope works with msgpack.Marshal and
-// Unmarshal through its CustomEncoder and CustomDecoder.
-func TestMsgpackInterfaces(t *testing.T) {
-	e := base(audioChunk(8))
-	b, err := msgpack.Marshal(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got Envelope
-	if err := msgpack.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(&got, e) {
-		t.Fatalf("got %+v", got)
-	}
-	// A streaming reader has no length to bound allocations by.
-	err = msgpack.NewDecoder(struct{ io.Reader }{bytes.NewReader(b)}).Decode(&got)
-	if err == nil || !strings.Contains(err.Error(), "in-memory reader") {
-		t.Fatalf("decode from a streaming reader: %v", err)
-	}
-}
-
 // TestGolden pins the wire format: a change to the encoding of this
 // envelope changes the golden file, and needs a new FormatVersion.
 func TestGolden(t *testing.T) {
 	e := base(framesChunk(2, 3, 1))
 	e.Carried = []Output{{Stage: 0, Kind: engine.KindTimestamps, Chunks: []engine.Chunk{wordsChunk()}}}
 	e.Data = append(e.Data, framesChunk(1, 3, 1))
+	e.Trace = testTrace
 	for _, tc := range []struct {
 		file string
 		key  []byte
-	}{{"v1-unsigned.golden", nil}, {"v1-signed.golden", testKey}} {
+	}{{"v2-unsigned.golden", nil}, {"v2-signed.golden", testKey}} {
 		t.Run(tc.file, func(t *testing.T) {
 			c := NewCodec(tc.key)
 			s, err := c.Encode(e)
@@ -515,6 +522,20 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
+	// A payload of the previous format version is refused, not misread.
+	for _, file := range []string{"v1-unsigned.golden", "v1-signed.golden"} {
+		t.Run(file, func(t *testing.T) {
+			golden, err := os.ReadFile(filepath.Join("testdata", file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = NewCodec(testKey).Decode(strings.TrimSuffix(string(golden), "\n"), expect(1))
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Code != CodeUnsupportedVersion || !strings.Contains(pe.Message, "format version 1, this server reads version 2") {
+				t.Fatalf("Decode of a version 1 payload = %v; want %s", err, CodeUnsupportedVersion)
+			}
+		})
+	}
 }
 
 // TestHugeLengthsAllocateLittle decodes payloads whose string, bin, array
@@ -522,14 +543,14 @@ func TestGolden(t *testing.T) {
 // allocating more than the payload holds, however often it is repeated.
 func TestHugeLengthsAllocateLittle(t *testing.T) {
 	huge := []byte{0xff, 0xff, 0xff, 0xf0}
-	prefix := []byte{0x8d, 0xa1, 'v', 0x01, 0xa1, 'p'} // {"v": 1, "p": ...
+	prefix := []byte{0x8d, 0xa1, 'v', FormatVersion, 0xa1, 'p'} // {"v": 2, "p": ...
 	for _, tc := range []struct {
 		name string
 		code byte
 	}{{"str32", 0xdb}, {"bin32", 0xc6}, {"array32", 0xdd}, {"map32", 0xdf}} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := append(append(append(bytes.Clone(prefix), tc.code), huge...), make([]byte, 64)...)
-			s := wrap(frame(1, 0, b, nil))
+			s := wrap(frame(FormatVersion, 0, b, nil))
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			for range 50 {
@@ -546,8 +567,12 @@ func TestHugeLengthsAllocateLittle(t *testing.T) {
 }
 
 func TestEncodeRefusesWideIntegers(t *testing.T) {
+	wide := int64(math.MaxInt32) + 1
+	if int64(int(wide)) != wide {
+		t.Skip("int has 32 bits")
+	}
 	e := base(audioChunk(2))
-	e.Data[0].Audio.SampleRate = math.MaxInt32 + 1
+	e.Data[0].Audio.SampleRate = int(wide)
 	_, err := NewCodec(nil).Encode(e)
 	var pe *Error
 	if err == nil || errors.As(err, &pe) || !strings.Contains(err.Error(), "does not fit in 32 bits") {

@@ -1,85 +1,212 @@
 // Package payload is the envelope that POST /v1/run hands from one stage to
-// the next: opaque to callers, self-contained, versioned and optionally
-// signed.
+// the next (opaque to callers, self-contained, versioned and optionally
+// signed) and the payload stream that a streamed /v1/run sends in both
+// directions, the same envelope with its data sent chunk by chunk.
 //
 // A stage server that runs stage N of a request returns, unless N is the
-// request's final stage, a stage_input string for the next stage. That
-// string carries everything the next server needs (the data, the whole
-// sampling_params array, the original prompt, the selected output
-// modalities, outputs collected for the final answer), so that any replica
+// request's final stage, a payload for the next stage. It carries
+// everything the next server needs (the data, the whole sampling_params
+// array, the original prompt, the selected output modalities, outputs
+// collected for the final answer, the trace context), so that any replica
 // of any stage server can take it and no server keeps per-request state.
 //
-// # Wire format
+// # Payloads
 //
-// A stage_input string is the URL-safe base64 encoding without padding
-// (RFC 4648 §5, "raw URL") of
+// A payload has two forms with the same content. The binary form
+// (Codec.Marshal, Codec.Unmarshal) is
 //
 //	offset  size  content
 //	0       4     magic "OSTG"
-//	4       1     format version, FormatVersion (1)
+//	4       1     format version, FormatVersion (2)
 //	5       1     flags: bit 0 set = signed; the other bits are 0
-//	6       n     body: one msgpack map, the Envelope
-//	6+n     32    when signed: HMAC-SHA256(key, bytes 0..6+n), the tag
+//	6       n     body: an envelope map (see Bodies)
+//	6+n     32    when signed: the tag, MAC(key, bytes 0..5, body) (see Signing)
 //
-// URL-safe base64 needs no escaping in JSON, URLs or headers. Decoding is
-// strict: padding, line breaks and non-zero trailing bits are refused, so a
-// payload has exactly one spelling. Every version-1 payload starts with
-// "T1NURwEA" (unsigned) or "T1NURwEB" (signed).
+// The stage_input string of /v1/run, for JSON (Codec.Encode,
+// Codec.Decode), is the URL-safe base64 encoding without padding (RFC 4648
+// §5, "raw URL") of the binary form. It needs no escaping in JSON, URLs or
+// headers. Decoding is strict: padding, line breaks and non-zero trailing
+// bits are refused, so a payload has exactly one spelling. Every version 2
+// payload starts with "T1NURwIA" (unsigned) or "T1NURwIB" (signed).
 //
-// The body is a msgpack map with these keys, all required, each with
-// exactly this msgpack type; unknown and repeated keys are refused:
+// # Payload streams
 //
-//	v   int    format version, equal to the header's
-//	p   str    pipeline name
-//	dg  bin    the pipeline digest, 32 bytes
-//	x   str    transfer id
-//	r   str    request id
-//	f   int    from: the stage that produced d
-//	t   int    to: the stage that must run next
-//	sp  array  sampling_params by stage id: each nil or bin (JSON text)
-//	in  map    prompt: {"text": str}
-//	o   array  selected output modalities: str
-//	fs  int    final stage
-//	c   array  carried outputs: {"s": int stage, "k": str kind, "d": chunks}
-//	d   array  data: chunks
+// The body of a streamed /v1/run, in both directions, is a payload stream
+// (Codec.NewStreamWriter, Codec.NewStreamReader): a preamble, then frames.
 //
-// A chunk is a map with one of the engine.Chunk keys ("t", "f", "s", "a",
-// "w") whose value is a map with every key of the engine type's msgpack tags.
-// Numeric slices (audio samples, frame params and strengths, segment times
-// and pitch targets) are bin values holding little-endian int16 or IEEE 754
-// float32 elements; the format is defined by this package, not by the
-// engine types' reflection encoding. Integers must fit in 32 bits; floats
-// are msgpack float32.
+//	preamble offset  size  content
+//	         0       4     magic "OSTS"
+//	         4       1     stream format version, StreamVersion (1)
+//	         5       1     flags: bit 0 set = signed; the other bits are 0
+//	         6       16    nonce: random bytes, new for every stream
+//	frame    0       1     kind
+//	         1       4     body length n, big-endian, at most the codec's MaxSize
+//	         5       n     body
+//	         5+n     32    when signed: the frame's tag (see Signing)
+//
+// The kinds of frame and their bodies (see Bodies):
+//
+//	'H'  hand-off header  an envelope whose d and c are empty: the data frames
+//	                      that follow are the output of stage f, the input of stage t
+//	'R'  result header    an envelope whose d and c are empty and whose t equals
+//	                      its f: the data frames that follow are the output of
+//	                      stage f, the request's final output
+//	'D'  data             a chunk, as one element of an envelope's d
+//	'X'  error            an error map; ends the stream
+//	'E'  end              empty; ends the stream
+//
+// A stream is the preamble, exactly one header frame, any number of data
+// frames whose chunks all have one kind, and exactly one end or error
+// frame, then nothing. A stream that stops before its end or error frame is
+// truncated (CodeTruncated); bytes after it are refused (CodeBadFrame). The
+// writer writes each frame, and the preamble with the header frame, with
+// one Write call, so that the HTTP layer can flush once per frame.
+//
+// # Bodies
+//
+// Every body is a msgpack map with short string keys. Each value has
+// exactly the msgpack type the tables give it: int is any msgpack integer
+// encoding of a value that fits in 32 bits; float32 is a msgpack float 32,
+// not a float 64; "map x" is a map of table x; "bin of int16" and "bin of
+// float32" are bin values holding little-endian int16 or IEEE 754 float32
+// elements (defined by this package, not by the reflection encoding of the
+// engine types). Unknown and repeated keys are refused. A required key must
+// be present; a non-empty one must also hold a value that is not empty
+// (not "", not zero bytes, not an empty array). An optional key is written
+// only when its value is not empty and may be absent. A chunk map holds
+// exactly one of its "one of" keys. Keys are written in table order.
+//
+// The tables are generated from the schema in schema.go, which also drives
+// the encoder and the decoder; TestDocSchema fails when they differ. Their
+// columns are the key, the name used in error messages, the msgpack type,
+// presence, and the meaning.
+//
+//	envelope: the body of a payload, and of a stream's header frames
+//	  v   version            int                  required   format version, equal to the header's
+//	  p   pipeline           str                  non-empty  pipeline name
+//	  dg  digest             bin, 32 bytes        non-empty  digest of the pipeline's stages and route
+//	  x   transfer_id        str                  non-empty  transfer id, the same along the chain
+//	  r   request_id         str                  non-empty  the caller's request id
+//	  tp  trace              str                  optional   W3C traceparent of the request
+//	  f   from               int                  required   the stage that produced the data
+//	  t   to                 int                  required   the stage that must run next
+//	  sp  sampling_params    array of nil or bin  required   by stage id: nil, or a JSON object or null
+//	  in  prompt             map prompt           required   the request's original input
+//	  o   output_modalities  array of str         non-empty  selected output kinds
+//	  fs  final_stage        int                  required   the request's final stage
+//	  c   carried            array of map output  required   outputs of earlier stages for the answer
+//	  d   data               array of map chunk   required   output of stage from, input of stage to
+//
+//	prompt: the request's input
+//	  text  text  str  required  input text
+//
+//	output: a carried output
+//	  s  stage   int                 required  the stage that produced it
+//	  k  kind    str                 required  the kind of its chunks
+//	  d  chunks  array of map chunk  required  the stage's output, in order
+//
+//	chunk: one chunk of a stream: exactly one key
+//	  t  text      map text      one of  text
+//	  f  frames    map frames    one of  acoustic frames
+//	  s  segments  map segments  one of  diphone segments
+//	  a  audio     map audio     one of  audio
+//	  w  words     map words     one of  word timestamps
+//
+//	text: engine.Text
+//	  text  text  str  required  the text
+//
+//	frames: engine.Frames
+//	  voice         voice         str             required  voice
+//	  channels      channels      int             required  params per frame
+//	  params        params        bin of float32  required  frame params, frame by frame
+//	  str_channels  str_channels  int             required  strengths per frame
+//	  str           str           bin of float32  required  excitation strengths
+//	  frame_shift   frame_shift   float32         required  seconds per frame
+//
+//	segments: engine.Segments
+//	  voice       voice       str             required  voice
+//	  names       names       array of str    required  segment names
+//	  ends        ends        bin of float32  required  segment end times
+//	  cluster     cluster     array of bool   required  cluster flags
+//	  target_pos  target_pos  bin of float32  required  pitch target times
+//	  target_f0   target_f0   bin of float32  required  pitch target F0s
+//
+//	audio: engine.Audio
+//	  rate     rate     int           required  sample rate, Hz
+//	  samples  samples  bin of int16  required  mono samples
+//
+//	words: engine.Words
+//	  words  words  array of map word  required  the words, in order
+//
+//	word: engine.Word
+//	  word      word      str  required  the word
+//	  start_ms  start_ms  int  required  start, ms
+//	  end_ms    end_ms    int  required  end, ms
+//
+//	error: the body of a stream's error frame
+//	  status   status   int  required   HTTP status, 400..599
+//	  code     code     str  required   error code, may be empty
+//	  message  message  str  non-empty  what went wrong
 //
 // # Signing
 //
-// A Codec with a key signs every payload and refuses payloads that are
-// unsigned, altered (any byte: header, body or tag) or signed with another
-// key; tags are compared in constant time. The tag covers the header, so
-// clearing the signed flag does not turn a signed payload into an accepted
-// unsigned one. A Codec without a key writes unsigned payloads and reads
-// signed ones without checking their tags: it cannot check them, and it
-// accepts unsigned payloads anyway. The signature proves the payload came
-// from a server holding the key; it does not hide the payload's contents
-// and does not stop a payload from being replayed.
+// A Codec with a key signs with HMAC-SHA256 over a list of digests, so that
+// the blocks of a long body are hashed in parallel. For a key, a head and a
+// body,
+//
+//	MAC(key, head, body) = HMAC-SHA256(key, head || SHA-256(block 0) || ... || SHA-256(block k-1))
+//
+// where the blocks are the body cut into 65536-byte (64 KiB) pieces, the
+// last one possibly shorter, and k is 0 for an empty body. A payload's tag
+// is MAC(key, its 6 header bytes, its body). A stream's tags form a chain:
+// t_pre = HMAC-SHA256(key, the 22 preamble bytes), which is not sent, and
+// frame i's tag is t_i = MAC(key, t_(i-1) || kind || length, body) with
+// t_(-1) = t_pre. Each tag thus covers the nonce and every frame before it:
+// a frame that is altered, reordered, dropped, duplicated or taken from
+// another stream fails its tag, and so does a stream whose signed flag was
+// cleared, since a keyed reader refuses unsigned streams.
+//
+// A Codec with a key signs every payload and stream and refuses those that
+// are unsigned, altered or signed with another key; tags are compared in
+// constant time. A Codec without a key writes unsigned payloads and streams
+// and reads signed ones without checking their tags: it cannot check them,
+// and it accepts unsigned ones anyway. The signature proves the bytes came
+// from a server holding the key; it does not hide them and does not stop a
+// whole payload or stream from being replayed.
 //
 // # Checks
 //
-// Decode checks, in order: the size (before decoding the base64), the
-// base64, the magic, the version and flags, the signature, the msgpack
-// structure, then the envelope against the server's Expect: its pipeline
-// and digest, the stage ids against the pipeline, that it is addressed to
-// this server's stage, its required fields, its sampling_params length, and
-// every chunk's structure. Every failure is an *Error whose Code says which
-// check failed.
+// Unmarshal checks, in order: the size, the magic, the version and flags,
+// the signature, the msgpack structure, then the envelope against the
+// server's Expect: its pipeline and digest, the stage ids against the
+// pipeline, that it is addressed to this server's stage, its required
+// fields, its sampling_params length, and every chunk's structure. Decode
+// first checks the size (before decoding the base64) and the base64.
+//
+// A StreamReader checks the preamble (magic, version, flags, and that a
+// keyed reader gets a signed stream), then each frame as it arrives: its
+// length against MaxSize before reading its body (whose buffer grows only
+// as bytes arrive), its tag, its kind against the grammar, then its body:
+// a header envelope as Unmarshal checks an envelope (against an Expect when
+// the reader has one), a chunk as Unmarshal checks the chunks of an
+// envelope's data, an error map for a status in 400..599 and a message.
+//
+// Every failure of the input is an *Error whose Code says which check
+// failed. A StreamReader whose reader fails returns an error that wraps the
+// reader's (a truncated stream is an *Error with CodeTruncated that wraps
+// io.ErrUnexpectedEOF), so a caller can tell a lost peer from bad input.
 //
 // # Versioning
 //
-// A change to the header or body layout, the meaning of a key, or the flags
-// gets a new FormatVersion. A server reads only its own version and refuses
-// any other with CodeUnsupportedVersion, naming both versions: stage
-// servers of one deployment run the same release, and a request in flight
-// across an upgrade is retried from stage 0. The digest does the same for a
-// pipeline's configuration: a payload made before the stages or route
-// changed is refused with CodeWrongPipeline.
+// FormatVersion versions the payload header, the bodies and the MAC,
+// inside payloads and stream header frames alike; StreamVersion versions a
+// stream's preamble, framing and tag chain. A change to a layout, to the
+// meaning of a key, to the flags or to the MAC gets a new version; version
+// 2 differs from version 1 by the digest-list MAC and the optional trace
+// key. A server reads only its own versions and refuses any other with
+// CodeUnsupportedVersion, naming both: stage servers of one deployment run
+// the same release, and a request in flight across an upgrade is retried
+// from stage 0. The digest does the same for a pipeline's configuration: a
+// payload or stream made before the stages or route changed is refused
+// with CodeWrongPipeline.
 package payload

@@ -7,8 +7,9 @@ import (
 )
 
 // FormatVersion is the payload format this package writes and the only one
-// it reads.
-const FormatVersion = 1
+// it reads: the version byte of every payload's header and the "v" of every
+// envelope, in payloads and in stream header frames.
+const FormatVersion = 2
 
 // Envelope is everything one stage hands to the next through POST /v1/run.
 // It is self-contained: the server that receives it needs nothing else about
@@ -18,8 +19,9 @@ const FormatVersion = 1
 // params, outputs and chunks of the one it was built from. Like chunks (see
 // package engine), an envelope's slices are not modified once it is built.
 type Envelope struct {
-	// Version is the format version. Encode writes FormatVersion whatever it
-	// holds (it refuses any other non-zero value); Decode sets it.
+	// Version is the format version. Marshal and Encode write
+	// FormatVersion whatever it holds (they refuse any other non-zero
+	// value); Unmarshal and Decode set it.
 	Version int
 	// Pipeline is the name of the pipeline.
 	Pipeline string
@@ -32,6 +34,10 @@ type Envelope struct {
 	TransferID string
 	// RequestID is the caller's request id.
 	RequestID string
+	// Trace is the W3C traceparent of the request, so that the trace
+	// crosses the hop; empty when there is none. The package does not
+	// interpret it.
+	Trace string
 	// From is the id of the stage that produced Data.
 	From int
 	// To is the id of the stage that must run next.
@@ -68,14 +74,16 @@ type Output struct {
 }
 
 // Expect is what the server decoding a payload knows: its pipeline and the
-// stage it runs. Codec.Decode refuses a payload that does not fit it.
+// stage it runs. Codec.Decode and Codec.Unmarshal refuse a payload that
+// does not fit it; StreamReader.Header refuses such a stream.
 type Expect struct {
 	// Pipeline is the pipeline's name.
 	Pipeline string
 	// Digest is the pipeline's digest; it must equal the payload's.
 	Digest [32]byte
 	// Stage is the id of the stage this server runs; the payload's To must
-	// be this stage.
+	// be this stage. For a result stream (FrameResult), it is the stage
+	// whose output the stream holds: the header's From.
 	Stage int
 	// NumStages is the number of stage ids, the aligner included (n + 1
 	// when the pipeline has an aligner). Stage ids in the payload must be
@@ -85,7 +93,8 @@ type Expect struct {
 	// NumStages.
 	NumParams int
 	// Input is the kind stage Stage takes; when set, every chunk of Data
-	// must be of this kind.
+	// (every data frame of a stream) must be of this kind. For a result
+	// stream it is the kind of stage Stage's output.
 	Input engine.Kind
 }
 

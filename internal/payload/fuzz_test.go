@@ -2,6 +2,7 @@ package payload
 
 import (
 	"errors"
+	"io"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -52,7 +53,7 @@ func FuzzDecode(f *testing.F) {
 			r[i] = byte(rng.Uint32())
 		}
 		f.Add(r)
-		f.Add(frame(1, 0, r, nil))
+		f.Add(frame(FormatVersion, 0, r, nil))
 	}
 
 	plain := NewCodec(nil, WithMaxSize(1<<20))
@@ -86,13 +87,84 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
+// FuzzStream feeds a StreamReader arbitrary streams, seeded with valid
+// signed and unsigned ones and with damaged copies of them. Reading must
+// never panic; a stream must end with io.EOF (an end frame), a *StreamError
+// (an error frame) or an *Error (bad input); and a stream that is accepted
+// must be written again by a StreamWriter to a stream that reads the same.
+func FuzzStream(f *testing.F) {
+	var valid [][]byte
+	for _, data := range [][]engine.Chunk{
+		{textChunk("Hello"), textChunk(" world")},
+		{framesChunk(3, 4, 2)},
+		{segmentsChunk()},
+		{audioChunk(20), audioChunk(3)},
+		{wordsChunk()},
+		nil,
+	} {
+		for _, kind := range []FrameKind{FrameHandOff, FrameResult} {
+			for _, key := range [][]byte{nil, testKey} {
+				var fail *StreamError
+				if len(data) == 1 {
+					fail = &StreamError{Status: 500, Code: "engine_failed", Message: "the engine failed"}
+				}
+				valid = append(valid, writeStream(f, NewCodec(key), kind, streamHeader(kind), data, fail))
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, b := range valid {
+		f.Add(b)
+		f.Add(b[:len(b)/2])                 // truncated
+		f.Add(b[:preambleLen+frameHeadLen]) // a frame header alone
+		f.Add(append(b[:len(b):len(b)], 0)) // extra byte
+		for range 4 {                       // bit flips
+			c := append([]byte(nil), b...)
+			c[rng.IntN(len(c))] ^= 1 << rng.IntN(8)
+			f.Add(c)
+		}
+	}
+
+	plain := NewCodec(nil, WithMaxSize(1<<20))
+	signed := NewCodec(testKey, WithMaxSize(1<<20))
+	want := expect(1)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, c := range []*Codec{plain, signed} {
+			for _, w := range []*Expect{nil, &want} {
+				_, _, _, err := readStream(c, b, w)
+				mustEndStream(t, err)
+			}
+		}
+		kind, e, cs, err := readStream(plain, b, nil)
+		var fail *StreamError
+		if err != io.EOF && !errors.As(err, &fail) {
+			return
+		}
+		again := writeStream(t, plain, kind, e, cs, fail)
+		kind2, e2, cs2, err2 := readStream(plain, again, nil)
+		if kind2 != kind || !reflect.DeepEqual(e2, e) || !reflect.DeepEqual(cs2, cs) || !reflect.DeepEqual(err2, err) {
+			t.Fatalf("writing an accepted stream again changed it:\n%c %+v %+v %v\n%c %+v %+v %v", kind, e, cs, err, kind2, e2, cs2, err2)
+		}
+	})
+}
+
+// mustEndStream checks the error that ended a stream read from memory.
+func mustEndStream(t *testing.T, err error) {
+	t.Helper()
+	var se *StreamError
+	if err == io.EOF || errors.As(err, &se) {
+		return
+	}
+	mustBePayloadError(t, err)
+}
+
 func mustBePayloadError(t *testing.T, err error) {
 	t.Helper()
 	var pe *Error
 	if !errors.As(err, &pe) {
-		t.Fatalf("Decode returned %T %v; bad input must give an *Error", err, err)
+		t.Fatalf("got %T %v; bad input must give an *Error", err, err)
 	}
 	if pe.Code == "" || pe.Message == "" {
-		t.Fatalf("Decode returned an *Error without code or message: %+v", pe)
+		t.Fatalf("got an *Error without code or message: %+v", pe)
 	}
 }

@@ -1,7 +1,6 @@
 package payload
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
@@ -16,6 +15,7 @@ import (
 var (
 	testKey    = []byte("test key: 32 bytes of something.")
 	testDigest = sha256.Sum256([]byte("tts pipeline, route 0 1 2"))
+	testTrace  = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 )
 
 // expect is what the server of stage id of the test pipeline knows: three
@@ -92,11 +92,24 @@ func frame(version, flags byte, body, key []byte) []byte {
 	b := append([]byte(magic), version, flags)
 	b = append(b, body...)
 	if key != nil {
-		m := hmac.New(sha256.New, key)
-		m.Write(b)
-		b = m.Sum(b)
+		b = append(b, digestListMAC(key, b[:headerLen], b[headerLen:])...)
 	}
 	return b
+}
+
+// digestListMAC is the MAC of the package documentation, written out here
+// independently of mac.go: HMAC-SHA256(key, head || the SHA-256 of each
+// 64 KiB block of body).
+func digestListMAC(key, head, body []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(head)
+	for len(body) > 0 {
+		n := min(len(body), 64<<10)
+		d := sha256.Sum256(body[:n])
+		m.Write(d[:])
+		body = body[n:]
+	}
+	return m.Sum(nil)
 }
 
 // raw encodes e without validating it, so tests can build payloads that
@@ -113,11 +126,11 @@ func raw(t testing.TB, e *Envelope, key []byte) string {
 // body returns the msgpack body of e.
 func body(t testing.TB, e *Envelope) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	if err := e.EncodeMsgpack(msgpack.NewEncoder(&buf)); err != nil {
+	b, err := encodeMap(envelopeSchema, nil, e)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return buf.Bytes()
+	return b
 }
 
 // edit decodes the body of e into a generic map, lets change edit it, and

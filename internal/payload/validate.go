@@ -15,6 +15,17 @@ import (
 // check reports whether e may be run by the server described by want:
 // the checks of validate plus those that need the pipeline.
 func (e *Envelope) check(want *Expect) *Error {
+	return e.checkFor(want, func() *Error {
+		if e.To != want.Stage {
+			return newError(CodeWrongStage, "payload is for stage %d, this server runs stage %d; post it to stage %d's server", e.To, want.Stage, e.To)
+		}
+		return nil
+	})
+}
+
+// checkFor is check with the test that e is meant for stage want.Stage
+// given by stage: a stream's result header is compared by its From.
+func (e *Envelope) checkFor(want *Expect, stage func() *Error) *Error {
 	if err := e.required(); err != nil {
 		return err
 	}
@@ -33,8 +44,8 @@ func (e *Envelope) check(want *Expect) *Error {
 			return newError(CodeOutOfRange, "payload's %s stage is %d, but pipeline %q has stage ids 0..%d", id.name, id.id, want.Pipeline, last)
 		}
 	}
-	if e.To != want.Stage {
-		return newError(CodeWrongStage, "payload is for stage %d, this server runs stage %d; post it to stage %d's server", e.To, want.Stage, e.To)
+	if err := stage(); err != nil {
+		return err
 	}
 	for i, o := range e.Carried {
 		if o.Stage < 0 || o.Stage > last {
@@ -53,25 +64,13 @@ func (e *Envelope) check(want *Expect) *Error {
 	return nil
 }
 
-// required reports the first required field that is empty.
+// required reports the first field that the schema says must not be empty
+// and is.
 func (e *Envelope) required() *Error {
-	switch {
-	case e.Pipeline == "":
-		return missing(fPipeline)
-	case e.Digest == [32]byte{}:
-		return missing(fDigest)
-	case e.TransferID == "":
-		return missing(fTransferID)
-	case e.RequestID == "":
-		return missing(fRequestID)
-	case len(e.Outputs) == 0:
-		return missing(fOutputs)
+	if name := firstEmpty(envelopeSchema, e); name != "" {
+		return newError(CodeMissingField, "payload has no %s", name)
 	}
 	return nil
-}
-
-func missing(f int) *Error {
-	return newError(CodeMissingField, "payload has no %s", envelopeFields[f].name)
 }
 
 // validate reports the first problem of e that does not depend on the
@@ -85,7 +84,7 @@ func (e *Envelope) validate() *Error {
 		return err
 	}
 	for _, s := range []struct{ name, s string }{
-		{"pipeline", e.Pipeline}, {"transfer_id", e.TransferID}, {"request_id", e.RequestID}, {"prompt text", e.Prompt.Text},
+		{"pipeline", e.Pipeline}, {"transfer_id", e.TransferID}, {"request_id", e.RequestID}, {"trace", e.Trace}, {"prompt text", e.Prompt.Text},
 	} {
 		if !utf8.ValidString(s.s) {
 			return newError(CodeUndecodable, "payload's %s is not valid UTF-8", s.name)

@@ -87,13 +87,53 @@ type DeployStage struct {
 	Replicas  int
 	Placement Placement
 	Endpoints []string
-	Options   engine.Options
+	// Options are the stage engine's own options. A process replica's
+	// worker applies them; for placement remote they are the stage
+	// server's business (it reads them from its own configuration).
+	Options engine.Options
 	// MaxQueue bounds the requests waiting for a replica of this stage.
 	MaxQueue int
 	// MaxInflight bounds the requests one replica runs at once.
 	MaxInflight int
+	// Hop configures the calls to a replica that runs outside this process
+	// (placement process or remote); zero for placement inproc.
+	Hop Hop
+	// Worker configures a replica's worker process (placement process).
+	Worker Worker
 
 	line int
+	seen map[string]bool // the keys the file gave
+}
+
+// Hop configures how a replica outside this process is called and
+// watched: its YAML keys sit in the stage's deploy entry.
+type Hop struct {
+	// Timeout bounds one call (timeout); zero means no bound beyond the
+	// request's own.
+	Timeout time.Duration
+	// WarmTimeout bounds the wait for the replica's /ready at start-up
+	// (warm_timeout).
+	WarmTimeout time.Duration
+	// HealthInterval is the period of the replica's /health checks
+	// (health_interval).
+	HealthInterval time.Duration
+	// HealthFailures is the number of failed checks in a row that lose the
+	// replica (health_failures).
+	HealthFailures int
+	// APIKeyFile names a file holding the stage servers' API key, sent as
+	// a bearer token (api_key_file; placement remote only).
+	APIKeyFile string
+}
+
+// Worker configures the worker processes of a stage with placement
+// process: its YAML keys sit in the stage's deploy entry.
+type Worker struct {
+	// StartTimeout bounds the wait for a new worker to listen
+	// (start_timeout).
+	StartTimeout time.Duration
+	// StopTimeout bounds the wait for a worker to exit when it is asked to
+	// stop, before it is killed (stop_timeout).
+	StopTimeout time.Duration
 }
 
 // Defaults.
@@ -104,6 +144,12 @@ const (
 	DefaultReplicas         = 1
 	DefaultStageMaxQueue    = 64
 	DefaultStageMaxInflight = 2
+
+	DefaultWarmTimeout    = 2 * time.Minute
+	DefaultHealthInterval = 2 * time.Second
+	DefaultHealthFailures = 3
+	DefaultStartTimeout   = time.Minute
+	DefaultStopTimeout    = 10 * time.Second
 )
 
 // NumStages returns the number of declared stages (the aligner's id).

@@ -314,7 +314,15 @@ func (d *decoder) deploy(n *yaml.Node, path string, dp *Deploy) {
 					}},
 					field{"max_queue", d.intTo(&s.MaxQueue)},
 					field{"max_inflight", d.intTo(&s.MaxInflight)},
+					field{"timeout", d.duration(&s.Hop.Timeout)},
+					field{"warm_timeout", d.duration(&s.Hop.WarmTimeout)},
+					field{"health_interval", d.duration(&s.Hop.HealthInterval)},
+					field{"health_failures", d.intTo(&s.Hop.HealthFailures)},
+					field{"api_key_file", d.str(&s.Hop.APIKeyFile)},
+					field{"start_timeout", d.duration(&s.Worker.StartTimeout)},
+					field{"stop_timeout", d.duration(&s.Worker.StopTimeout)},
 				)
+				s.seen = seen
 				if n.Kind == yaml.MappingNode && !seen["id"] {
 					d.errs.add(n.Line, path+".id", "missing: the id of the stage this entry deploys")
 				}

@@ -11,22 +11,19 @@ import (
 	"net/url"
 	"os"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
 
-// Engines names the engines a configuration may use, besides test engines
-// whose names start with "test-".
-var Engines = []string{"flite-talker", "flite-vocoder", "audio-enhance", "sphinx-aligner", "remote"}
-
-// TestEnginePrefix starts the names of engines that exist only for testing
-// the runtime.
-const TestEnginePrefix = "test-"
+// EngineRemote is the engine name of a stage that only ever runs on stage
+// servers (placement remote): the stage servers' configuration names its
+// real engine. It is the one engine name that need not be registered.
+const EngineRemote = "remote"
 
 // DefaultBuiltin is the pipeline served when no configuration is given.
 const DefaultBuiltin = "tts"
@@ -177,12 +174,30 @@ func validate(c *Config, errs *errList) {
 }
 
 func checkEngine(errs *errList, line int, path, name string) {
-	switch {
-	case name == "":
-		errs.add(line, path, "missing: one of %s, or a test engine (%s*)", strings.Join(Engines, ", "), TestEnginePrefix)
-	case !slices.Contains(Engines, name) && !(strings.HasPrefix(name, TestEnginePrefix) && len(name) > len(TestEnginePrefix)):
-		errs.add(line, path, "unknown engine %q (engines: %s, or a test engine %s*)", name, strings.Join(Engines, ", "), TestEnginePrefix)
+	if name == "" {
+		errs.add(line, path, "missing: the engine that computes this stage")
 	}
+}
+
+// CheckEngines checks every stage's engine name (the aligner's included)
+// against the engines this program has: known reports whether a name is
+// registered. EngineRemote needs no registration; Parse has already
+// required placement remote for it. The error, if any, is an Errors
+// naming each unknown engine's file, line and field, and the known ones.
+func (c *Config) CheckEngines(known func(name string) bool, names []string) error {
+	errs := &errList{file: c.Source}
+	check := func(line int, path, name string) {
+		if name != EngineRemote && !known(name) {
+			errs.add(line, path, "unknown engine %q (engines: %s)", name, strings.Join(names, ", "))
+		}
+	}
+	for i, s := range c.Pipeline.Stages {
+		check(s.line, index("pipeline.stages", i)+".engine", s.Engine)
+	}
+	if a := c.Pipeline.Aligner; a != nil {
+		check(a.line, "pipeline.aligner.engine", a.Engine)
+	}
+	return errs.err()
 }
 
 func validateDeploy(c *Config, errs *errList) {
@@ -253,13 +268,13 @@ func idRange(n int, aligner bool) string {
 func validateDeployStage(s *DeployStage, path, engineName string, errs *errList) {
 	if s.Placement == "" {
 		s.Placement = PlacementInproc
-		if engineName == "remote" {
+		if engineName == EngineRemote {
 			s.Placement = PlacementRemote
 		}
 	}
 	switch s.Placement {
 	case PlacementInproc, PlacementProcess:
-		if engineName == "remote" {
+		if engineName == EngineRemote {
 			errs.add(s.line, path+".placement", "engine remote runs only with placement remote, got %s", s.Placement)
 		}
 		if s.Endpoints != nil {
@@ -301,6 +316,56 @@ func validateDeployStage(s *DeployStage, path, engineName string, errs *errList)
 		s.MaxInflight = DefaultStageMaxInflight
 	case s.MaxInflight < 0:
 		errs.add(s.line, path+".max_inflight", "must be at least 1, got %d", s.MaxInflight)
+	}
+	validatePlacementKeys(s, path, errs)
+}
+
+// The deploy keys that only some placements take.
+var (
+	hopKeys    = []string{"timeout", "warm_timeout", "health_interval", "health_failures", "api_key_file"}
+	workerKeys = []string{"start_timeout", "stop_timeout"}
+)
+
+// validatePlacementKeys refuses the keys of another placement and fills in
+// the defaults of the stage's own.
+func validatePlacementKeys(s *DeployStage, path string, errs *errList) {
+	refuse := func(keys []string, why string) {
+		for _, k := range keys {
+			if s.seen[k] {
+				errs.add(s.line, path+"."+k, "%s (placement is %s)", why, s.Placement)
+			}
+		}
+	}
+	switch s.Placement {
+	case PlacementInproc:
+		refuse(hopKeys, "only for placement process or remote, whose replicas run outside this process")
+		refuse(workerKeys, "only for placement process")
+		return
+	case PlacementProcess:
+		refuse([]string{"api_key_file"}, "only for placement remote: a worker process gets a fresh key from its parent")
+		defaultTo(&s.Worker.StartTimeout, DefaultStartTimeout)
+		defaultTo(&s.Worker.StopTimeout, DefaultStopTimeout)
+	case PlacementRemote:
+		refuse(workerKeys, "only for placement process")
+	default:
+		return
+	}
+	defaultTo(&s.Hop.WarmTimeout, DefaultWarmTimeout)
+	defaultTo(&s.Hop.HealthInterval, DefaultHealthInterval)
+	switch {
+	case !s.seen["health_failures"]:
+		s.Hop.HealthFailures = DefaultHealthFailures
+	case s.Hop.HealthFailures < 1:
+		errs.add(s.line, path+".health_failures", "must be at least 1, got %d", s.Hop.HealthFailures)
+	}
+	if s.seen["api_key_file"] && s.Hop.APIKeyFile == "" {
+		errs.add(s.line, path+".api_key_file", "empty: name the file that holds the stage servers' API key")
+	}
+}
+
+func defaultTo(d *time.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = def
 	}
 }
 

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // expectations reads the "# key: value" lines at the top of a testdata file.
@@ -94,7 +96,12 @@ func TestBadConfigs(t *testing.T) {
 			want := expectations(t, data)["error"]
 			c, err := Parse(data, f)
 			if err == nil {
-				t.Fatalf("Parse succeeded with route %v, want errors %q", c.Route, want)
+				// Engine names are checked against the registry of the
+				// program that runs the pipeline, after parsing.
+				err = c.CheckEngines(knownEngine, knownEngines)
+			}
+			if err == nil {
+				t.Fatalf("Parse and CheckEngines succeeded with route %v, want errors %q", c.Route, want)
 			}
 			var errs Errors
 			if !errors.As(err, &errs) {
@@ -124,6 +131,33 @@ func TestBadConfigs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// knownEngines stands in for a program's engine registry: the built-in
+// engines and the test engines the testdata names.
+var knownEngines = []string{"audio-enhance", "flite-talker", "flite-vocoder", "sphinx-aligner", "test-*"}
+
+func knownEngine(name string) bool {
+	return slices.Contains(knownEngines, name) || strings.HasPrefix(name, "test-")
+}
+
+func TestGoodConfigsUseKnownEngines(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.good.yaml")
+	for _, f := range files {
+		c := mustParse(t, filepath.Base(f))
+		if err := c.CheckEngines(knownEngine, knownEngines); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	for _, name := range Builtins() {
+		c, err := Builtin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CheckEngines(knownEngine, knownEngines); err != nil {
+			t.Errorf("builtin %s: %v", name, err)
+		}
 	}
 }
 
@@ -337,5 +371,24 @@ func TestDigest(t *testing.T) {
 	full, _ := Parse(raw, "x")
 	if skip.Digest() == full.Digest() {
 		t.Error("a route change does not change the digest")
+	}
+}
+
+// TestHopDefaults checks the typed deploy keys of the placements that run
+// replicas outside the process: given values are kept, the others get
+// their defaults, and inproc stages get none.
+func TestHopDefaults(t *testing.T) {
+	c := mustParse(t, "deploy-hop.good.yaml")
+	d := c.Deploy.Stages
+	if got := d[0]; got.Hop != (Hop{}) || got.Worker != (Worker{}) {
+		t.Errorf("inproc stage hop %+v worker %+v, want zero", got.Hop, got.Worker)
+	}
+	want1 := Hop{Timeout: 30 * time.Second, WarmTimeout: DefaultWarmTimeout, HealthInterval: time.Second, HealthFailures: 5}
+	if d[1].Hop != want1 || d[1].Worker != (Worker{StartTimeout: 20 * time.Second, StopTimeout: 3 * time.Second}) {
+		t.Errorf("process stage hop %+v worker %+v", d[1].Hop, d[1].Worker)
+	}
+	want2 := Hop{WarmTimeout: 5 * time.Second, HealthInterval: DefaultHealthInterval, HealthFailures: DefaultHealthFailures, APIKeyFile: "/run/secrets/api-key"}
+	if d[2].Placement != PlacementRemote || d[2].Hop != want2 || d[2].Worker != (Worker{}) {
+		t.Errorf("remote stage %+v", d[2])
 	}
 }

@@ -19,6 +19,11 @@ type Route struct {
 	output   []engine.Kind // output kind by stage id, the aligner included
 	final    []bool        // final_output by stage id, the aligner included
 	names    []string
+
+	// The selections most requests make, made once: no modalities, and
+	// each route stage alone.
+	defaultSel *Selection
+	onlySel    []*Selection // by stage id; nil for a skipped stage
 }
 
 // Order returns the route's pipeline stages in order, without the aligner.
@@ -127,8 +132,16 @@ func (e *SelectError) Error() string { return e.Msg }
 // Select resolves a request's output modalities. No modalities means the
 // type of the route's tail (without the aligner). Each modality is served by
 // the last route stage whose final output has that type; the final stage is
-// the latest of those.
+// the latest of those. Selections may be shared between requests: callers
+// must not modify them.
 func (r *Route) Select(modalities []string) (*Selection, error) {
+	if len(modalities) == 0 && r.defaultSel != nil {
+		return r.defaultSel, nil
+	}
+	return r.selectNew(modalities)
+}
+
+func (r *Route) selectNew(modalities []string) (*Selection, error) {
 	if len(modalities) == 0 {
 		modalities = []string{string(r.output[r.Tail()])}
 	}
@@ -167,7 +180,7 @@ func (r *Route) Only(id int) (*Selection, error) {
 	if !r.OnRoute(id) {
 		return nil, &SelectError{Msg: fmt.Sprintf("stage %d is not on the route (%s)", id, r)}
 	}
-	return &Selection{Final: id, Stages: []int{id}, Outputs: []Output{{Stage: id, Kind: r.output[id]}}, NeedParams: id + 1, numIDs: len(r.pos)}, nil
+	return r.onlySel[id], nil
 }
 
 // Next returns the stage after id on the selection's prefix.
@@ -376,6 +389,13 @@ func resolveRoute(p *Pipeline, errs *errList) *Route {
 	}
 	if aligner >= 0 {
 		r.output[aligner], r.final[aligner], r.names[aligner] = engine.KindTimestamps, true, p.Aligner.Name
+	}
+	if len(chain) > 0 {
+		r.defaultSel, _ = r.selectNew(nil)
+		r.onlySel = make([]*Selection, len(r.pos))
+		for _, id := range chain {
+			r.onlySel[id] = &Selection{Final: id, Stages: []int{id}, Outputs: []Output{{Stage: id, Kind: r.output[id]}}, NeedParams: id + 1, numIDs: len(r.pos)}
+		}
 	}
 	return r
 }

@@ -1,15 +1,13 @@
 // Package builtin registers the engines a release build ships: the real
-// speech engines, and the remote and worker engines. Test engines are not
-// among them.
+// speech engines. Test engines are not among them; the placements that
+// run a stage elsewhere (packages remote and worker) are not engines.
 package builtin
 
 import (
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/enhance"
 	"github.com/omnistage/omnistage/internal/engines/flite"
-	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/engines/sphinx"
-	"github.com/omnistage/omnistage/internal/engines/worker"
 )
 
 // Register adds every shipped engine to r.
@@ -17,8 +15,6 @@ func Register(r *engine.Registry) {
 	flite.Register(r)
 	enhance.Register(r)
 	sphinx.Register(r)
-	remote.Register(r)
-	worker.Register(r)
 }
 
 // Registry returns a registry holding every shipped engine.

@@ -117,28 +117,9 @@ func startStageServerWith(t testing.TB, yaml string, stage int, key string, regi
 	return "http://" + ln.Addr().String(), stop
 }
 
-// registry returns the engines register adds plus the remote engine, given
-// the pipeline config and codec the way the orchestrator is meant to pass
-// them.
-func registry(cfg *pipeline.Config, codec *payload.Codec, register func(*engine.Registry)) *engine.Registry {
-	reg := &engine.Registry{}
-	register(reg)
-	reg.Register(remote.Name, engine.Driver{New: func(spec engine.Spec) (engine.Engine, error) {
-		opts := engine.Options{remote.OptPipeline: cfg}
-		if codec != nil {
-			opts[remote.OptCodec] = codec
-		}
-		for k, v := range spec.Options {
-			opts[k] = v
-		}
-		spec.Options = opts
-		return remote.New(spec)
-	}})
-	return reg
-}
-
 // startLocal builds and starts an orchestrator for yaml whose remote stages
-// reach their servers through the remote engine.
+// reach their servers through the remote placement, signing with codec
+// (nil: unsigned).
 func startLocal(t testing.TB, yaml string, codec *payload.Codec) *orchestrator.Orchestrator {
 	t.Helper()
 	return startLocalWith(t, yaml, codec, registerTestEngines)
@@ -148,7 +129,12 @@ func startLocal(t testing.TB, yaml string, codec *payload.Codec) *orchestrator.O
 func startLocalWith(t testing.TB, yaml string, codec *payload.Codec, register func(*engine.Registry)) *orchestrator.Orchestrator {
 	t.Helper()
 	cfg := parse(t, yaml)
-	return orchtest.Start(t, cfg, orchestrator.Options{Registry: registry(cfg, codec, register)}, 10*time.Second)
+	reg := &engine.Registry{}
+	register(reg)
+	if codec == nil {
+		codec = payload.NewCodec(nil)
+	}
+	return orchtest.Start(t, cfg, orchestrator.Options{Registry: reg, Remote: remote.Placement(cfg, codec)}, 10*time.Second)
 }
 
 // generate runs one request and returns the final output's text, chunks
@@ -186,7 +172,8 @@ func outputs(o *orchestrator.Orchestrator, req orchestrator.Request) ([]orchestr
 	}
 }
 
-// remoteDeploy deploys textPipeline with the stages in urls placed remote.
+// remoteDeploy deploys textPipeline with the stages in urls placed remote,
+// each with the deploy keys in extra ("health_interval: 5ms").
 func remoteDeploy(urls map[int]string, extra string) string {
 	var b strings.Builder
 	for id := range 3 {
@@ -196,9 +183,9 @@ func remoteDeploy(urls map[int]string, extra string) string {
 		}
 		if u, ok := urls[id]; ok {
 			if extra != "" {
-				opts = strings.TrimPrefix(opts+", "+extra, ", ")
+				extra = ", " + extra
 			}
-			fmt.Fprintf(&b, "    - {id: %d, placement: remote, endpoints: [%q], options: {%s}}\n", id, u, opts)
+			fmt.Fprintf(&b, "    - {id: %d, placement: remote, endpoints: [%q], options: {%s}%s}\n", id, u, opts, extra)
 			continue
 		}
 		fmt.Fprintf(&b, "    - {id: %d, options: {%s}}\n", id, opts)

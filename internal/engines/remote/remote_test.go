@@ -15,8 +15,10 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/remote"
+	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 func TestRemoteStagesMatchLocal(t *testing.T) {
@@ -164,29 +166,40 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// startFake serves f over HTTP/1.1 and h2c, as stage servers do.
 func startFake(t *testing.T, f *fakeServer) string {
 	t.Helper()
-	s := httptest.NewServer(f)
+	s := httptest.NewUnstartedServer(f)
+	s.Config.Protocols = new(http.Protocols)
+	s.Config.Protocols.SetHTTP1(true)
+	s.Config.Protocols.SetUnencryptedHTTP2(true)
+	s.Start()
 	t.Cleanup(s.Close)
 	return s.URL
 }
 
-// newEngine builds a replica of stage of textPipeline at url.
-func newEngine(t *testing.T, stage int, url string, opts engine.Options) *remote.Engine {
+// newEngine builds a replica of stage of textPipeline at url, with the call
+// settings h.
+func newEngine(t *testing.T, stage int, url string, h pipeline.Hop) *remote.Engine {
 	t.Helper()
 	cfg := parse(t, fmt.Sprintf(textPipeline, inprocDeploy))
-	o := engine.Options{remote.OptEndpoint: url, remote.OptPipeline: cfg}
-	for k, v := range opts {
-		o[k] = v
-	}
 	_, spec := cfg.StageSpec(stage, 0)
-	spec.Options = o
-	e, err := remote.New(spec)
+	e, err := remote.New(remote.Config{Stage: spec, Pipeline: cfg, Endpoint: url, Client: &hop.Client{HTTP: hop.NewHTTPClient()}, Hop: h})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
+}
+
+// streamAnswer writes the headers of a streamed answer that goes on to
+// stage next (finished: is the final output of stage next), and body.
+func streamAnswer(w http.ResponseWriter, next int, finished bool, body []byte) {
+	w.Header().Set("Content-Type", hop.ContentType)
+	w.Header().Set(hop.HeaderStage, fmt.Sprint(next))
+	w.Header().Set(hop.HeaderFinished, fmt.Sprint(finished))
+	w.WriteHeader(http.StatusOK)
+	w.Write(body)
 }
 
 func process(e *remote.Engine, in ...string) ([]engine.Chunk, error) {
@@ -210,14 +223,13 @@ func isLost(e *remote.Engine) bool {
 
 func TestRemoteLostMidRequest(t *testing.T) {
 	f := &fakeServer{run: func(w http.ResponseWriter, r *http.Request) {
-		// The server dies while running the stage: the connection drops
-		// without an answer.
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err == nil {
-			conn.Close()
-		}
+		// The server dies while running the stage: its answer breaks off
+		// after the headers, the stream reset.
+		streamAnswer(w, 2, false, nil)
+		http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
 	}}
-	e := newEngine(t, 1, startFake(t, f), nil)
+	e := newEngine(t, 1, startFake(t, f), pipeline.Hop{})
 	if err := e.Warm(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -252,22 +264,38 @@ func TestRemoteErrorAnswersDoNotLose(t *testing.T) {
 			var ie *engine.InputError
 			return !errors.As(err, &ie) && strings.Contains(err.Error(), "bad payload")
 		}},
-		{"200 not finished, garbage payload", 200, `{"request_id":"r1","stage_id":2,"finished":false,"stage_input":"garbage"}`, func(err error) bool {
-			return strings.Contains(err.Error(), "stage_input")
+		{"200 not finished, garbage stream", 0, "garbage", func(err error) bool {
+			var pe *payload.Error
+			return errors.As(err, &pe) && pe.Code == payload.CodeBadMagic
 		}},
-		{"200 finished too early", 200, `{"request_id":"r1","stage_id":1,"finished":true,"output":{"text":"x"}}`, func(err error) bool {
+		{"200 finished too early", 1, "", func(err error) bool {
 			return strings.Contains(err.Error(), "same pipeline")
 		}},
-		{"200 wrong next stage", 200, `{"request_id":"r1","stage_id":0,"finished":false,"stage_input":"x"}`, func(err error) bool {
+		{"200 wrong next stage", 2, "", func(err error) bool {
 			return strings.Contains(err.Error(), "successor is stage 2")
+		}},
+		{"200 not a stream", 3, "", func(err error) bool {
+			return strings.Contains(err.Error(), "not a stream")
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeServer{run: func(w http.ResponseWriter, r *http.Request) {
-				w.WriteHeader(tc.status)
-				fmt.Fprint(w, tc.body)
+				switch {
+				case tc.status >= 100:
+					w.WriteHeader(tc.status)
+					fmt.Fprint(w, tc.body)
+				case tc.status == 0:
+					streamAnswer(w, 2, false, []byte(tc.body))
+				case tc.status == 1:
+					streamAnswer(w, 1, true, nil)
+				case tc.status == 2:
+					streamAnswer(w, 0, false, nil)
+				default:
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprint(w, `{"request_id":"r1","stage_id":2,"finished":false,"stage_input":"x"}`)
+				}
 			}}
-			e := newEngine(t, 1, startFake(t, f), nil)
+			e := newEngine(t, 1, startFake(t, f), pipeline.Hop{})
 			_, err := process(e, "hi")
 			if err == nil || !tc.check(err) || errors.Is(err, engine.ErrReplicaLost) {
 				t.Fatalf("err = %v", err)
@@ -286,7 +314,7 @@ func TestRemoteCallTimeout(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		<-r.Context().Done()
 	}}
-	e := newEngine(t, 1, startFake(t, f), engine.Options{remote.OptTimeout: "50ms"})
+	e := newEngine(t, 1, startFake(t, f), pipeline.Hop{Timeout: 50 * time.Millisecond})
 	_, err := process(e, "hi")
 	if err == nil || !strings.Contains(err.Error(), "no answer within 50ms") || errors.Is(err, context.DeadlineExceeded) || isLost(e) {
 		t.Fatalf("err = %v, lost %v", err, isLost(e))
@@ -307,7 +335,7 @@ func TestRemoteCallTimeout(t *testing.T) {
 }
 
 func TestRemoteHealthChecks(t *testing.T) {
-	opts := engine.Options{remote.OptHealthInterval: "2ms", remote.OptHealthFailures: 3}
+	opts := pipeline.Hop{HealthInterval: 2 * time.Millisecond, HealthFailures: 3}
 
 	t.Run("failures in a row lose the replica", func(t *testing.T) {
 		var down atomic.Bool
@@ -376,7 +404,7 @@ func TestRemoteWarm(t *testing.T) {
 			}
 			return http.StatusOK
 		}}
-		e := newEngine(t, 1, startFake(t, f), nil)
+		e := newEngine(t, 1, startFake(t, f), pipeline.Hop{})
 		if err := e.Warm(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -386,7 +414,7 @@ func TestRemoteWarm(t *testing.T) {
 	})
 	t.Run("bounded", func(t *testing.T) {
 		f := &fakeServer{ready: func(int) int { return http.StatusServiceUnavailable }}
-		e := newEngine(t, 1, startFake(t, f), engine.Options{remote.OptWarmTimeout: "100ms"})
+		e := newEngine(t, 1, startFake(t, f), pipeline.Hop{WarmTimeout: 100 * time.Millisecond})
 		start := time.Now()
 		err := e.Warm(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "not ready after 100ms") || time.Since(start) > 5*time.Second {
@@ -395,7 +423,7 @@ func TestRemoteWarm(t *testing.T) {
 	})
 	t.Run("server down", func(t *testing.T) {
 		url := startFake(t, &fakeServer{})
-		e := newEngine(t, 1, url+"/nothing-listens-here/..", engine.Options{remote.OptWarmTimeout: "50ms"})
+		e := newEngine(t, 1, url+"/nothing-listens-here/..", pipeline.Hop{WarmTimeout: 50 * time.Millisecond})
 		if err := e.Warm(context.Background()); err == nil {
 			t.Fatal("warm succeeded")
 		}
@@ -403,7 +431,7 @@ func TestRemoteWarm(t *testing.T) {
 	t.Run("not a stage server", func(t *testing.T) {
 		s := httptest.NewServer(http.NotFoundHandler())
 		defer s.Close()
-		e := newEngine(t, 1, s.URL, nil)
+		e := newEngine(t, 1, s.URL, pipeline.Hop{})
 		start := time.Now()
 		err := e.Warm(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "404") || time.Since(start) > 5*time.Second {
@@ -412,7 +440,7 @@ func TestRemoteWarm(t *testing.T) {
 	})
 	t.Run("cancelled", func(t *testing.T) {
 		f := &fakeServer{ready: func(int) int { return http.StatusServiceUnavailable }}
-		e := newEngine(t, 1, startFake(t, f), nil)
+		e := newEngine(t, 1, startFake(t, f), pipeline.Hop{})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 		defer cancel()
 		if err := e.Warm(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -421,15 +449,8 @@ func TestRemoteWarm(t *testing.T) {
 	})
 }
 
-func TestRemoteOptions(t *testing.T) {
+func TestRemoteConfig(t *testing.T) {
 	cfg := parse(t, fmt.Sprintf(textPipeline, inprocDeploy))
-	framesTail := parse(t, `
-pipeline:
-  name: f
-  input: text
-  stages:
-    - {id: 0, name: a, engine: test-a, input: text, output: frames, final_output: true}
-`)
 	skip := parse(t, `
 pipeline:
   name: s
@@ -440,52 +461,41 @@ pipeline:
     - {id: 2, name: c, engine: test-c, input: text, output: text, final_output: true}
   stage_transitions: [[0, 2]]
 `)
+	_, spec := cfg.StageSpec(1, 0)
 	for _, tc := range []struct {
-		name  string
-		stage int
-		opts  engine.Options
-		want  string
+		name string
+		cfg  remote.Config
+		want string
 	}{
-		{"no endpoint", 1, engine.Options{remote.OptPipeline: cfg}, "option endpoint: missing"},
-		{"bad endpoint", 1, engine.Options{remote.OptPipeline: cfg, "endpoint": "10.0.0.1:80"}, `"10.0.0.1:80" is not an http:// or https:// URL`},
-		{"no pipeline", 1, engine.Options{"endpoint": "http://a:1"}, "option pipeline: missing"},
-		{"pipeline from a file", 1, engine.Options{"endpoint": "http://a:1", "pipeline": "tts"}, "not a config file option"},
-		{"bad timeout", 1, engine.Options{"endpoint": "http://a:1", remote.OptPipeline: cfg, "timeout": "soon"}, "option timeout: want a positive duration"},
-		{"bad failures", 1, engine.Options{"endpoint": "http://a:1", remote.OptPipeline: cfg, "health_failures": 0}, "option health_failures: must be at least 1"},
-		{"missing key file", 1, engine.Options{"endpoint": "http://a:1", remote.OptPipeline: cfg, "payload_key_file": "/nonexistent"}, "option payload_key_file"},
-		{"frames tail", 0, engine.Options{"endpoint": "http://a:1", remote.OptPipeline: framesTail}, "ends the route and outputs frames"},
+		{"no endpoint", remote.Config{Stage: spec, Pipeline: cfg}, `endpoint "" is not an http:// or https:// URL`},
+		{"bad endpoint", remote.Config{Stage: spec, Pipeline: cfg, Endpoint: "10.0.0.1:80"}, `"10.0.0.1:80" is not an http:// or https:// URL`},
+		{"no pipeline", remote.Config{Stage: spec, Endpoint: "http://a:1"}, "no pipeline"},
+		{"bad failures", remote.Config{Stage: spec, Pipeline: cfg, Endpoint: "http://a:1", Hop: pipeline.Hop{HealthFailures: -1}}, "health_failures must be at least 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, spec := cfg.StageSpec(tc.stage, 0)
-			if tc.opts[remote.OptPipeline] == framesTail {
-				_, spec = framesTail.StageSpec(tc.stage, 0)
-			}
-			spec.Options = tc.opts
-			_, err := remote.New(spec)
+			_, err := remote.New(tc.cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 		})
 	}
 
-	// Unknown keys are the stage engine's options: ignored.
-	_, spec := cfg.StageSpec(1, 0)
-	spec.Options = engine.Options{"endpoint": "http://a:1", remote.OptPipeline: cfg, "voice": "slt", "chunks": 2}
-	e, err := remote.New(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Close()
-
 	// A skipped stage is built (and may be warmed) but refuses work.
 	_, spec = skip.StageSpec(1, 0)
-	spec.Options = engine.Options{"endpoint": "http://a:1", remote.OptPipeline: skip}
-	e, err = remote.New(spec)
+	e, err := remote.New(remote.Config{Stage: spec, Pipeline: skip, Endpoint: "http://a:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
 	if _, err := process(e, "x"); err == nil || !strings.Contains(err.Error(), "not on the route") {
 		t.Fatalf("skipped stage: %v", err)
+	}
+
+	// A missing api_key_file fails the replica's build, naming the file.
+	place := remote.Placement(cfg, nil)
+	d := cfg.Deploy.Stages[1]
+	d.Hop.APIKeyFile = "/nonexistent/key"
+	if _, err := place(spec, &d, "http://a:1"); err == nil || !strings.Contains(err.Error(), "api_key_file") || !strings.Contains(err.Error(), "/nonexistent/key") {
+		t.Fatalf("missing key file: %v", err)
 	}
 }

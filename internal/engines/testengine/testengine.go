@@ -127,6 +127,9 @@ type Params struct {
 
 // CheckParams implements engine.ParamsChecker.
 func (e *Engine) CheckParams(raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil // the defaults: nothing to check (and nothing to allocate)
+	}
 	var p Params
 	return engine.DecodeParams(raw, &p)
 }

@@ -130,8 +130,7 @@ func runParent(file string) int {
 		return 1
 	}
 	_, spec := cfg.StageSpec(1, 0)
-	spec.Options = engine.Options{worker.OptPipeline: cfg}
-	e, err := worker.New(spec)
+	e, err := worker.New(worker.Config{Stage: spec, Pipeline: cfg})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -2,54 +2,11 @@ package worker
 
 import (
 	"bytes"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"sync"
-
-	"github.com/omnistage/omnistage/internal/pipeline"
 )
-
-// announcePrefix starts the first line a worker prints on its stdout.
-const announcePrefix = "omnistage worker listening on "
-
-// Announce writes the line with which a worker process (omnistage serve
-// --worker) tells its parent where it listens and which pipeline it loaded:
-// "omnistage worker listening on ADDR digest HEX". The parent refuses a
-// worker whose pipeline digest differs from its own (the config file
-// changed in between).
-func Announce(w io.Writer, addr net.Addr, cfg *pipeline.Config) error {
-	d := cfg.Digest()
-	_, err := fmt.Fprintf(w, "%s%s digest %s\n", announcePrefix, addr, hex.EncodeToString(d[:]))
-	return err
-}
-
-// parseAnnounce reads an Announce line.
-func parseAnnounce(line string) (addr string, digest [32]byte, err error) {
-	rest, ok := strings.CutPrefix(line, announcePrefix)
-	f := strings.Fields(rest)
-	if !ok || len(f) != 3 || f[1] != "digest" {
-		return "", digest, fmt.Errorf("the worker announced %q, not %q", trim(line), announcePrefix+"ADDR digest HEX")
-	}
-	b, err := hex.DecodeString(f[2])
-	if err != nil || len(b) != len(digest) {
-		return "", digest, fmt.Errorf("the worker announced a malformed digest %q", f[2])
-	}
-	copy(digest[:], b)
-	if _, _, err := net.SplitHostPort(f[0]); err != nil {
-		return "", digest, fmt.Errorf("the worker announced a malformed address %q", f[0])
-	}
-	return f[0], digest, nil
-}
-
-func trim(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "..."
-	}
-	return s
-}
 
 // tailLines is how many of a worker's last output lines are kept for the
 // error that reports its failure to start.

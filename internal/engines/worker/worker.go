@@ -1,31 +1,26 @@
-// Package worker is the engine of a stage with placement process: each
+// Package worker is the placement of a stage with placement process: each
 // replica runs the stage's engine in a child process of its own, so a crash
 // in that engine (a C library's exit, a segfault) takes down that replica
 // only.
 //
 // # The worker process
 //
-// New starts
-//
-//	EXE serve --worker --stage N --config SOURCE --addr 127.0.0.1:0
-//
-// where EXE is this program and SOURCE is where the pipeline came from (a
-// file or builtin:NAME). The worker builds one in-process replica of stage
-// N, listens, and prints on its stdout a line with its address and
-// pipeline digest (Announce); the parent refuses a worker whose digest
-// differs from its own. Each worker gets a fresh random payload key in the
-// environment (OMNISTAGE_PAYLOAD_KEY, never on the command line), so only
-// its parent can hand it payloads. The worker's stderr, and any other
-// output on its stdout, go to the stderr option a line at a time, prefixed
-// with the replica's id. The worker runs in a process group of its own, so
-// a Ctrl-C at the terminal reaches the parent only, which then stops its
-// workers in order.
+// New starts the worker (see protocol.go for both sides of the protocol):
+// this program again, as omnistage serve --worker for the replica's stage.
+// The worker builds one in-process replica of the stage, listens on a
+// loopback port, and announces its address and pipeline digest; the parent
+// refuses a worker whose digest differs from its own. Each worker gets
+// fresh random keys in the environment, so only its parent can hand it
+// payloads, or call it at all. The worker's stderr, and any other output on
+// its stdout, go to Config.Stderr a line at a time, prefixed with the
+// replica's id. The worker runs in a process group of its own, so a Ctrl-C
+// at the terminal reaches the parent only, which then stops its workers in
+// order.
 //
 // The replica then talks to the worker as to a headless stage server,
-// through the remote engine (package remote): Warm waits for the worker's
-// /ready and Process makes one /v1/run call per request. So, like a remote
-// stage, a process stage does not stream: its output leaves once it has run
-// on its whole input.
+// through the remote placement (package remote): Warm waits for the
+// worker's /ready, and Process streams each request's input to the worker
+// and its output back, as they are produced (package hop).
 //
 // # Losing a replica
 //
@@ -39,14 +34,14 @@
 // after the OOM killer), and the worker's output ends with a line saying
 // the same. The engine does not restart a lost worker: the runtime builds
 // a new replica, and so a new worker process, in its place (see package
-// orchestrator).
+// stage).
 //
 // # Stopping
 //
 // Close closes the worker's stdin and sends it SIGTERM; a worker that has
-// not exited after the stop_timeout option is killed. A worker also stops
-// when its stdin reaches end of file, which is what happens when the
-// parent dies, however it dies: no worker outlives its parent.
+// not exited after the stop timeout is killed. A worker also stops when
+// its stdin reaches end of file, which is what happens when the parent
+// dies, however it dies: no worker outlives its parent.
 package worker
 
 import (
@@ -66,29 +61,46 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/remote"
+	"github.com/omnistage/omnistage/internal/hop"
+	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
-// Name is the engine's name: the runtime uses it for stages with placement
-// process; configurations name the stage's own engine.
-const Name = "worker"
+// Config is one replica's configuration.
+type Config struct {
+	// Stage is the replica's stage (id, name, kinds) and index.
+	Stage engine.Spec
+	// Pipeline is the configuration this process serves. The worker loads
+	// it again from its Source (a file or builtin:NAME).
+	Pipeline *pipeline.Config
+	// Executable is the program started as the worker; "" means this
+	// process's own executable.
+	Executable string
+	// Stderr gets the worker's output, each line prefixed with the
+	// replica's id; nil means os.Stderr.
+	Stderr io.Writer
+	// Worker bounds the worker's start and stop (the deploy entry's
+	// start_timeout and stop_timeout); zero fields take the defaults.
+	Worker pipeline.Worker
+	// Hop are the calls' settings (the deploy entry's timeout,
+	// warm_timeout, health_interval and health_failures).
+	Hop pipeline.Hop
+}
 
-// PayloadKeyEnv is the environment variable in which a worker process gets
-// its payload key; omnistage serve reads the key from it.
-const PayloadKeyEnv = "OMNISTAGE_PAYLOAD_KEY"
-
-// APIKeyEnv is the environment variable in which a worker process gets the
-// bearer token its parent calls it with.
-const APIKeyEnv = "OMNISTAGE_WORKER_API_KEY"
-
-// Register adds the worker engine to r.
-func Register(r *engine.Registry) {
-	r.Register(Name, engine.Driver{New: func(spec engine.Spec) (engine.Engine, error) { return New(spec) }})
+// Placement returns the builder of the replicas of cfg's stages with
+// placement process (orchestrator.Options.Process): each starts exe (""
+// for this program) as its worker, whose output goes to stderr (nil for
+// os.Stderr).
+func Placement(cfg *pipeline.Config, exe string, stderr io.Writer) orchestrator.ProcessFunc {
+	return func(spec engine.Spec, d *pipeline.DeployStage) (engine.Engine, error) {
+		return New(Config{Stage: spec, Pipeline: cfg, Executable: exe, Stderr: stderr, Worker: d.Worker, Hop: d.Hop})
+	}
 }
 
 // Engine is one replica: one worker process.
 type Engine struct {
-	set     *settings
+	cfg     Config
 	id      string // the replica's id, "vocoder/0"
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
@@ -111,20 +123,39 @@ type Engine struct {
 }
 
 var (
-	_ engine.Engine  = (*Engine)(nil)
-	_ engine.Watcher = (*Engine)(nil)
+	_ engine.Engine       = (*Engine)(nil)
+	_ engine.Watcher      = (*Engine)(nil)
+	_ engine.LostReasoner = (*Engine)(nil)
 )
 
 // exitWait is how long Process waits, after a call broke off, for the
 // worker's exit, so that the error says how it ended.
 const exitWait = 2 * time.Second
 
-// New starts a worker process for one replica of spec's stage and waits
+// New starts a worker process for one replica of cfg's stage and waits
 // until it listens; see the package documentation.
-func New(spec engine.Spec) (*Engine, error) {
-	set, err := parseOptions(spec.Options)
-	if err != nil {
-		return nil, fmt.Errorf("worker: %w", err)
+func New(cfg Config) (*Engine, error) {
+	switch {
+	case cfg.Pipeline == nil || cfg.Pipeline.Route == nil:
+		return nil, errors.New("worker: no pipeline with a resolved route")
+	case cfg.Pipeline.Source == "":
+		return nil, errors.New("worker: the pipeline was not loaded from a file or a built-in, so a worker process cannot load it")
+	}
+	if cfg.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("worker: this process's executable is unknown: %w", err)
+		}
+		cfg.Executable = exe
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	if cfg.Worker.StartTimeout <= 0 {
+		cfg.Worker.StartTimeout = pipeline.DefaultStartTimeout
+	}
+	if cfg.Worker.StopTimeout <= 0 {
+		cfg.Worker.StopTimeout = pipeline.DefaultStopTimeout
 	}
 	// Fresh keys per worker: only this process can sign payloads for it or
 	// call it at all, though it listens on a loopback port.
@@ -134,19 +165,20 @@ func New(spec engine.Spec) (*Engine, error) {
 	}
 	hexKey, apiKey := hex.EncodeToString(keys[:32]), hex.EncodeToString(keys[32:])
 
+	spec := cfg.Stage
 	e := &Engine{
-		set: set, id: fmt.Sprintf("%s/%d", spec.Name, spec.Replica),
+		cfg: cfg, id: fmt.Sprintf("%s/%d", spec.Name, spec.Replica),
 		exited: make(chan struct{}), lost: make(chan struct{}), closing: make(chan struct{}),
 	}
 	e.alive, e.died = context.WithCancel(context.Background())
-	e.cmd = exec.Command(set.exe, "serve", "--worker", "--stage", strconv.Itoa(spec.StageID), "--config", set.cfg.Source, "--addr", "127.0.0.1:0")
+	e.cmd = exec.Command(cfg.Executable, "serve", "--worker", "--stage", strconv.Itoa(spec.StageID), "--config", cfg.Pipeline.Source, "--addr", "127.0.0.1:0")
 	// A later entry wins over one inherited with the same name.
 	e.cmd.Env = append(os.Environ(), PayloadKeyEnv+"="+hexKey, APIKeyEnv+"="+apiKey)
 	e.cmd.SysProcAttr = sysProcAttr()
 	// A grandchild holding the worker's stdout or stderr must not keep
 	// Wait from reporting the worker's exit.
 	e.cmd.WaitDelay = time.Second
-	e.console = &console{w: set.stderr, prefix: "worker " + e.id + ": "}
+	e.console = &console{w: cfg.Stderr, prefix: "worker " + e.id + ": "}
 	// The worker announces its address on stdout. Other output there
 	// (a C library's printf) goes with its stderr.
 	announced := make(chan string, 1)
@@ -161,11 +193,12 @@ func New(spec engine.Spec) (*Engine, error) {
 	}}
 	stderr := &lineWriter{onLine: func(b []byte) { e.console.line(b) }}
 	e.cmd.Stdout, e.cmd.Stderr = stdout, stderr
+	var err error
 	if e.stdin, err = e.cmd.StdinPipe(); err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	if err := e.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("worker: start %s: %w", set.exe, err)
+		return nil, fmt.Errorf("worker: start %s: %w", cfg.Executable, err)
 	}
 	e.console.setPrefix(fmt.Sprintf("worker %s (pid %d): ", e.id, e.Pid()))
 	e.wg.Add(1)
@@ -173,9 +206,10 @@ func New(spec engine.Spec) (*Engine, error) {
 
 	addr, err := e.awaitAddress(announced)
 	if err == nil {
-		e.remote, err = remote.New(engine.Spec{
-			StageID: spec.StageID, Name: spec.Name, Input: spec.Input, Output: spec.Output, Replica: spec.Replica,
-			Options: remoteOptions(spec.Options, addr, payload.NewCodec([]byte(hexKey)), apiKey),
+		e.remote, err = remote.New(remote.Config{
+			Stage: spec, Pipeline: cfg.Pipeline, Endpoint: "http://" + addr,
+			Client: &hop.Client{HTTP: hop.NewHTTPClient(), APIKey: apiKey},
+			Codec:  payload.NewCodec([]byte(hexKey)), Hop: cfg.Hop,
 		})
 	}
 	if err != nil {
@@ -190,7 +224,7 @@ func New(spec engine.Spec) (*Engine, error) {
 // awaitAddress waits for the worker's announcement and returns the address
 // it listens on.
 func (e *Engine) awaitAddress(announced <-chan string) (string, error) {
-	t := time.NewTimer(e.set.startTimeout)
+	t := time.NewTimer(e.cfg.Worker.StartTimeout)
 	defer t.Stop()
 	select {
 	case line := <-announced:
@@ -198,14 +232,14 @@ func (e *Engine) awaitAddress(announced <-chan string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if digest != e.set.cfg.Digest() {
-			return "", fmt.Errorf("the worker loaded %s, but its pipeline is not the one this process serves: has the file changed since it was loaded?", e.set.cfg.Source)
+		if digest != e.cfg.Pipeline.Digest() {
+			return "", fmt.Errorf("the worker loaded %s, but its pipeline is not the one this process serves: has the file changed since it was loaded?", e.cfg.Pipeline.Source)
 		}
 		return addr, nil
 	case <-e.exited:
 		return "", fmt.Errorf("process %d exited while starting (%s)%s", e.Pid(), e.state(), e.console.last())
 	case <-t.C:
-		return "", fmt.Errorf("process %d did not listen within %s%s", e.Pid(), e.set.startTimeout, e.console.last())
+		return "", fmt.Errorf("process %d did not listen within %s%s", e.Pid(), e.cfg.Worker.StartTimeout, e.console.last())
 	}
 }
 
@@ -326,7 +360,7 @@ func (e *Engine) Process(ctx context.Context, job *engine.Job) error {
 }
 
 // Close stops the worker: it closes the worker's stdin and sends it
-// SIGTERM, waits for it to exit for at most the stop_timeout option, then
+// SIGTERM, waits for it to exit for at most the stop timeout, then
 // kills it. It reports an error only when the worker had to be killed.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
@@ -350,7 +384,7 @@ func (e *Engine) stop() error {
 	// Where SIGTERM is not supported (Windows), the closed stdin stops the
 	// worker all the same.
 	_ = e.cmd.Process.Signal(syscall.SIGTERM)
-	t := time.NewTimer(e.set.stopTimeout)
+	t := time.NewTimer(e.cfg.Worker.StopTimeout)
 	defer t.Stop()
 	select {
 	case <-e.exited:
@@ -359,5 +393,5 @@ func (e *Engine) stop() error {
 	}
 	_ = e.cmd.Process.Kill()
 	<-e.exited
-	return fmt.Errorf("worker: process %d of %s did not stop within %s; killed it", e.Pid(), e.id, e.set.stopTimeout)
+	return fmt.Errorf("worker: process %d of %s did not stop within %s; killed it", e.Pid(), e.id, e.cfg.Worker.StopTimeout)
 }

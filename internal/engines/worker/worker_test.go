@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
 	"github.com/omnistage/omnistage/internal/engines/worker"
 	"github.com/omnistage/omnistage/internal/orchestrator"
@@ -79,24 +78,23 @@ func (f *fixture) worker(i int) *worker.Engine {
 }
 
 // start builds and starts an orchestrator for cfg with the engines
-// register adds, the remote engine and a worker engine that records its
-// replicas (restarted ones too, in order), adjusting its options with opts.
+// register adds and a worker placement that records its replicas
+// (restarted ones too, in order), adjusting its options with opts.
 func start(t testing.TB, cfg *pipeline.Config, register func(*engine.Registry), opts ...func(*orchestrator.Options)) *fixture {
 	t.Helper()
 	f := &fixture{output: &syncBuffer{}}
 	reg := &engine.Registry{}
 	register(reg)
-	remote.Register(reg)
-	reg.Register(worker.Name, engine.Driver{New: func(spec engine.Spec) (engine.Engine, error) {
-		e, err := worker.New(spec)
+	place := worker.Placement(cfg, "", f.output)
+	oopts := orchestrator.Options{Registry: reg, Process: func(spec engine.Spec, d *pipeline.DeployStage) (engine.Engine, error) {
+		e, err := place(spec, d)
 		if err == nil {
 			f.mu.Lock()
-			f.workers = append(f.workers, e)
+			f.workers = append(f.workers, e.(*worker.Engine))
 			f.mu.Unlock()
 		}
 		return e, err
-	}})
-	oopts := orchestrator.Options{Registry: reg, RemoteOptions: engine.Options{worker.OptStderr: f.output}}
+	}}
 	for _, set := range opts {
 		set(&oopts)
 	}
@@ -386,8 +384,7 @@ func TestCloseKillsStuckWorker(t *testing.T) {
 	t.Setenv(hangEnv, "1")
 	cfg := writeConfig(t, textConfig("process"))
 	_, spec := cfg.StageSpec(1, 0)
-	spec.Options = engine.Options{worker.OptPipeline: cfg, worker.OptStopTimeout: 300 * time.Millisecond, worker.OptStderr: io.Discard}
-	e, err := worker.New(spec)
+	e, err := worker.New(worker.Config{Stage: spec, Pipeline: cfg, Stderr: io.Discard, Worker: pipeline.Worker{StopTimeout: 300 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,8 +413,7 @@ func TestOutputBeforeTheAnnouncement(t *testing.T) {
 	cfg := writeConfig(t, textConfig("process"))
 	_, spec := cfg.StageSpec(1, 0)
 	var out syncBuffer
-	spec.Options = engine.Options{worker.OptPipeline: cfg, worker.OptStderr: &out}
-	e, err := worker.New(spec)
+	e, err := worker.New(worker.Config{Stage: spec, Pipeline: cfg, Stderr: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,13 +462,9 @@ func TestNoWorkerOutlivesItsParent(t *testing.T) {
 
 // TestStartFailures checks the errors of workers that cannot start.
 func TestStartFailures(t *testing.T) {
-	newWorker := func(cfg *pipeline.Config, opts engine.Options) error {
+	newWorker := func(cfg *pipeline.Config, exe string) error {
 		_, spec := cfg.StageSpec(1, 0)
-		spec.Options = engine.Options{worker.OptPipeline: cfg, worker.OptStderr: io.Discard}
-		for k, v := range opts {
-			spec.Options[k] = v
-		}
-		e, err := worker.New(spec)
+		e, err := worker.New(worker.Config{Stage: spec, Pipeline: cfg, Executable: exe, Stderr: io.Discard})
 		if err == nil {
 			_ = e.Close()
 		}
@@ -483,7 +475,7 @@ func TestStartFailures(t *testing.T) {
 		if err := os.Remove(cfg.Source); err != nil {
 			t.Fatal(err)
 		}
-		err := newWorker(cfg, nil)
+		err := newWorker(cfg, "")
 		if err == nil || !strings.Contains(err.Error(), "exited while starting (exit status 2)") || !strings.Contains(err.Error(), "no such file") {
 			t.Errorf("got %v, want the worker's exit and its message", err)
 		}
@@ -493,20 +485,20 @@ func TestStartFailures(t *testing.T) {
 		if err := os.WriteFile(cfg.Source, []byte(strings.Replace(textConfig("process"), "name: text", "name: other", 1)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := newWorker(cfg, nil); err == nil || !strings.Contains(err.Error(), "has the file changed") {
+		if err := newWorker(cfg, ""); err == nil || !strings.Contains(err.Error(), "has the file changed") {
 			t.Errorf("got %v, want a changed pipeline", err)
 		}
 	})
 	t.Run("no executable", func(t *testing.T) {
 		cfg := writeConfig(t, textConfig("process"))
-		err := newWorker(cfg, engine.Options{worker.OptExecutable: filepath.Join(t.TempDir(), "missing")})
+		err := newWorker(cfg, filepath.Join(t.TempDir(), "missing"))
 		if err == nil || !strings.Contains(err.Error(), "start") {
 			t.Errorf("got %v, want a start error", err)
 		}
 	})
 	t.Run("not a worker", func(t *testing.T) {
 		cfg := writeConfig(t, textConfig("process"))
-		err := newWorker(cfg, engine.Options{worker.OptExecutable: "/bin/true"})
+		err := newWorker(cfg, "/bin/true")
 		if err == nil || !strings.Contains(err.Error(), "exited while starting (exit status 0)") {
 			t.Errorf("got %v, want an exit while starting", err)
 		}
@@ -516,8 +508,8 @@ func TestStartFailures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := newWorker(cfg, nil); err == nil || !strings.Contains(err.Error(), "cannot load it") {
-			t.Errorf("got %v, want an option error", err)
+		if err := newWorker(cfg, ""); err == nil || !strings.Contains(err.Error(), "cannot load it") {
+			t.Errorf("got %v, want a refusal to start", err)
 		}
 	})
 }

@@ -1,0 +1,289 @@
+package hop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/pipeline"
+)
+
+// Caller runs one stage of a pipeline on stage servers, for a server that
+// runs the rest of the pipeline itself (a stage with placement remote or
+// process): each Call streams a request's input to a stage server as the
+// upstream stage produces it and hands the stage's output on as it comes
+// back.
+//
+// For stage 0 the call is the ordinary first call of a request: the prompt
+// object, the sampling_params array and output_modalities, in JSON. For a
+// later stage the Caller writes its input as a payload stream, exactly as
+// the upstream stage's server would have: this process's pipeline name
+// and digest, From the stage's upstream on the route, To the stage, the
+// request's prompt, and a sampling_params array with one entry per stage
+// id in which only this stage's entry is set. Both forms name as
+// output_modalities the output of the route's last stage, so the server
+// runs the stage and answers, unless the stage ends the route, with a
+// hand-off to the next stage whose data is exactly the stage's output;
+// when it ends the route, with a result stream of that output. Streams are
+// signed and checked with the Caller's codec, which must hold the stage
+// servers' key.
+type Caller struct {
+	client *Client
+	codec  *payload.Codec
+	stage  int
+	name   string
+	input  engine.Kind
+
+	pipeline string
+	digest   [32]byte
+	numIDs   int
+	upstream int      // the stage feeding this one; -1 for stage 0
+	outputs  []string // output_modalities of every call
+	finalID  int      // the stage those outputs end at
+	ends     bool     // the stage ends the route: its answer is a result
+	next     int      // the stage a hand-off answer is for, when !ends
+	nextIn   engine.Kind
+	output   engine.Kind
+}
+
+// NewCaller returns the Caller of stage id of cfg, which must be on the
+// route, calling through client and signing with codec.
+func NewCaller(cfg *pipeline.Config, id int, client *Client, codec *payload.Codec) (*Caller, error) {
+	route := cfg.Route
+	if !route.OnRoute(id) {
+		return nil, fmt.Errorf("hop: stage %d is not on the route (%s)", id, route)
+	}
+	chain := route.Chain()
+	_, last := cfg.StageSpec(chain[len(chain)-1], 0)
+	_, spec := cfg.StageSpec(id, 0)
+	c := &Caller{
+		client: client, codec: codec, stage: id, name: spec.Name, input: spec.Input, output: spec.Output,
+		pipeline: cfg.Pipeline.Name, digest: cfg.Digest(), numIDs: route.NumIDs(), upstream: -1,
+		outputs: []string{string(last.Output)},
+	}
+	sel, err := route.Select(c.outputs)
+	if err != nil {
+		return nil, err
+	}
+	c.finalID = sel.Final
+	for i, s := range sel.Stages {
+		if s == id && i > 0 {
+			c.upstream = sel.Stages[i-1]
+		}
+	}
+	if next, ok := sel.Next(id); ok {
+		_, ns := cfg.StageSpec(next, 0)
+		c.next, c.nextIn = next, ns.Input
+		return c, nil
+	}
+	c.ends = true
+	return c, nil
+}
+
+// Call runs job's stage on the stage server at base: it reads job.In as
+// it comes and sends the stage's output to job.Out as it comes back. It
+// returns nil when the whole output has been sent. Errors: a
+// *TransportError when the call broke off (no answer, or a stream cut
+// short), an *HTTPError when the server refused the call or its stage
+// failed (an error status, or an error frame), ctx's error when ctx ended,
+// and other errors for answers that do not fit the pipeline.
+func (c *Caller) Call(ctx context.Context, base string, job *engine.Job) error {
+	body, contentType, err := c.request(ctx, job)
+	if err != nil {
+		return err
+	}
+	err = c.call(ctx, base, job, body, contentType)
+	// The server may end its answer without reading all the input (its
+	// stage failed, or did not need the rest): stop the writer. When the
+	// writer could not encode the input, that is the call's error: the
+	// transport only saw a body cut short.
+	if werr := body.Close(); werr != nil && err != nil {
+		var ie *engine.InputError
+		if errors.As(werr, &ie) {
+			return werr
+		}
+	}
+	return err
+}
+
+func (c *Caller) call(ctx context.Context, base string, job *engine.Job, body io.Reader, contentType string) error {
+	a, err := c.client.Open(ctx, base, body, contentType)
+	if err != nil {
+		return err
+	}
+	defer a.Body.Close()
+	if err := c.checkAnswer(a); err != nil {
+		return err
+	}
+	sr := c.codec.NewStreamReader(a.Body)
+	want := payload.Expect{Pipeline: c.pipeline, Digest: c.digest, Stage: c.next, NumStages: c.numIDs, Input: c.nextIn}
+	wantKind := payload.FrameHandOff
+	if c.ends {
+		want.Stage, want.Input, wantKind = c.stage, c.output, payload.FrameResult
+	}
+	kind, env, err := sr.Header(&want)
+	if err != nil {
+		return c.streamError(ctx, err)
+	}
+	if kind != wantKind || env.From != c.stage {
+		return fmt.Errorf("the answer's stream holds the output of stage %d, not of stage %d: does the server run the same pipeline?", env.From, c.stage)
+	}
+	for {
+		chunk, err := sr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return c.streamError(ctx, err)
+		}
+		if err := job.Out.Send(ctx, chunk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAnswer checks an answer's headers against the route.
+func (c *Caller) checkAnswer(a *Answer) error {
+	switch {
+	case c.ends && !a.Finished:
+		return fmt.Errorf("stage %d ends the route, but the answer goes on to stage %d: does the server run the same pipeline?", c.stage, a.Stage)
+	case !c.ends && a.Finished:
+		return fmt.Errorf("the answer is finished at stage %d, but stage %d feeds stage %d: does the server run the same pipeline?", a.Stage, c.stage, c.next)
+	case !c.ends && a.Stage != c.next:
+		return fmt.Errorf("the answer goes on to stage %d, but stage %d's successor is stage %d: does the server run the same pipeline?", a.Stage, c.stage, c.next)
+	}
+	return nil
+}
+
+// streamError types an error reading the answer's stream.
+func (c *Caller) streamError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return answerError(err)
+}
+
+// request returns the call's body and content type. For stage 0 it reads
+// the prompt's text first; a later stage's body is written from job.In as
+// the server reads it. Closing the body stops the writer and returns its
+// error.
+func (c *Caller) request(ctx context.Context, job *engine.Job) (*inputBody, string, error) {
+	if c.stage == entryStage {
+		in, err := engine.RecvAll(ctx, job.In)
+		if err != nil {
+			return nil, "", err
+		}
+		var text strings.Builder
+		for _, ch := range in {
+			if ch.Text == nil {
+				return nil, "", fmt.Errorf("hop: stage 0 takes text, got a %s chunk", ch.Kind())
+			}
+			text.WriteString(ch.Text.Text)
+		}
+		prompt, err := json.Marshal(Prompt{Text: text.String()})
+		if err != nil {
+			return nil, "", err
+		}
+		stage := entryStage
+		req := &RunRequest{StageID: &stage, StageInput: prompt, RequestID: job.RequestID, OutputModalities: c.outputs}
+		if job.Params != nil {
+			req.SamplingParams = c.params(job.Params)
+		}
+		b, err := json.Marshal(req)
+		if err != nil {
+			return nil, "", err
+		}
+		return &inputBody{r: io.NopCloser(bytes.NewReader(b))}, "application/json", nil
+	}
+	id := job.RequestID
+	if id == "" {
+		id = fmt.Sprintf("hop-%d", time.Now().UnixNano())
+	}
+	head := &payload.Envelope{
+		Pipeline: c.pipeline, Digest: c.digest, TransferID: id, RequestID: id,
+		From: c.upstream, To: c.stage, Final: c.finalID, Outputs: c.outputs,
+		Params: c.params(job.Params), Prompt: job.Prompt,
+	}
+	pr, pw := io.Pipe()
+	wctx, cancel := context.WithCancel(ctx)
+	b := &inputBody{r: pr, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		b.err = c.writeInput(wctx, pw, head, job.In)
+		pw.CloseWithError(b.err)
+	}()
+	return b, ContentType, nil
+}
+
+// writeInput writes a later stage's input stream: the header, then each
+// chunk of in as it comes, then the end.
+func (c *Caller) writeInput(ctx context.Context, w io.Writer, head *payload.Envelope, in engine.Source) error {
+	sw := c.codec.NewStreamWriter(w)
+	if err := sw.Header(payload.FrameHandOff, head); err != nil {
+		return encodeError(err)
+	}
+	for {
+		ch, err := in.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			return sw.End()
+		}
+		if err != nil {
+			return err
+		}
+		if err := sw.Data(&ch); err != nil {
+			return encodeError(err)
+		}
+	}
+}
+
+// encodeError makes a payload the codec refuses to write (too large) the
+// request's fault.
+func encodeError(err error) error {
+	var pe *payload.Error
+	if errors.As(err, &pe) {
+		return &engine.InputError{Reason: pe.Message}
+	}
+	return err
+}
+
+// params returns a sampling_params array with one entry per stage id, this
+// stage's set to mine.
+func (c *Caller) params(mine json.RawMessage) []json.RawMessage {
+	ps := make([]json.RawMessage, c.numIDs)
+	ps[c.stage] = mine
+	return ps
+}
+
+// inputBody is a call's body. Close stops the goroutine writing a stream
+// body, waits for it and returns its error.
+type inputBody struct {
+	r      io.ReadCloser
+	cancel context.CancelFunc // ends the writer's wait for its upstream
+	done   chan struct{}      // closed when the writer returned; nil for a body in memory
+	err    error
+	once   sync.Once
+}
+
+func (b *inputBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+func (b *inputBody) Close() error {
+	b.once.Do(func() {
+		if b.done == nil {
+			return
+		}
+		// A writer blocked on the pipe or on its upstream stops.
+		b.cancel()
+		_ = b.r.Close()
+		<-b.done
+	})
+	return b.err
+}

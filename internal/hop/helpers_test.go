@@ -1,0 +1,181 @@
+package hop_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/omnistage/omnistage/internal/api"
+	"github.com/omnistage/omnistage/internal/api/apitest"
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/testengine"
+	"github.com/omnistage/omnistage/internal/hop"
+	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/pipeline"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	// The shared client keeps connections alive on purpose; close them so
+	// their goroutines do not count as leaks.
+	(&hop.Client{}).CloseIdleConnections()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// textPipeline is three text stages of test engines, each appending its
+// mark to every chunk's trace; stage 0 emits two chunks per input chunk.
+// Stage 1's output is final too: a request that selects text selects
+// stage 2's (the last), one that runs only to stage 1 gets stage 1's.
+const textPipeline = `
+pipeline:
+  name: text
+  input: text
+  stages:
+    - {id: 0, name: a, engine: test-a, input: text, output: text}
+    - {id: 1, name: b, engine: test-b, input: text, output: text, final_output: true}
+    - {id: 2, name: c, engine: test-c, input: text, output: text, final_output: true}
+deploy:
+  abort_timeout: 5s
+  stages:
+    - {id: 0, options: {chunks: 2}}
+`
+
+var testEngines = []string{"test-a", "test-b", "test-c"}
+
+func parse(t testing.TB, yaml string) *pipeline.Config {
+	t.Helper()
+	cfg, err := pipeline.Parse([]byte(yaml), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// registry holds the test engines, steered by hooks (nil for none).
+func registry(hooks *testengine.Hooks) *engine.Registry {
+	r := &engine.Registry{}
+	testengine.Register(r, hooks, testEngines...)
+	return r
+}
+
+// startStages runs a headless stage server per stage of cfg, signing with
+// key, and returns their URLs by stage id.
+func startStages(t testing.TB, cfg *pipeline.Config, key string, hooks *testengine.Hooks) map[int][]string {
+	t.Helper()
+	urls := map[int][]string{}
+	for _, id := range cfg.Route.Chain() {
+		stage := id
+		s := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(hooks)}, api.Options{Stage: &stage, Codec: payload.NewCodec([]byte(key))})
+		urls[id] = []string{s.URL}
+	}
+	return urls
+}
+
+// prompt is stage 0's request for text.
+func prompt(text string, modalities ...string) *hop.RunRequest {
+	raw, _ := json.Marshal(hop.Prompt{Text: text})
+	zero := 0
+	return &hop.RunRequest{StageID: &zero, StageInput: raw, OutputModalities: modalities}
+}
+
+// serve serves h over HTTP/1.1 and h2c, as stage servers do.
+func serve(t testing.TB, h http.Handler) string {
+	t.Helper()
+	s := httptest.NewUnstartedServer(h)
+	s.Config.Protocols = new(http.Protocols)
+	s.Config.Protocols.SetHTTP1(true)
+	s.Config.Protocols.SetUnencryptedHTTP2(true)
+	s.Start()
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+// deadURL returns a URL on 127.0.0.1 where nothing listens.
+func deadURL(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
+
+// writeErr answers with an error in the OpenAI shape.
+func writeErr(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	typ := "invalid_request_error"
+	if status >= 500 {
+		typ = "server_error"
+	}
+	fmt.Fprintf(w, `{"error":{"message":%q,"type":%q,"code":%q}}`, msg, typ, code)
+}
+
+// collected gathers a chain's outputs, by kind, as texts.
+type collected map[engine.Kind][]string
+
+func (c collected) add(kind engine.Kind, ch engine.Chunk) error {
+	switch {
+	case ch.Text != nil:
+		c[kind] = append(c[kind], ch.Text.Text)
+	default:
+		c[kind] = append(c[kind], string(ch.Kind()))
+	}
+	return nil
+}
+
+func (c collected) String() string {
+	var parts []string
+	for _, k := range engine.Kinds {
+		if len(c[k]) > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%s", k, strings.Join(c[k], " / ")))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// idle waits until the orchestrators hold no request and no binding.
+func idle(t testing.TB, orchs ...*orchestrator.Orchestrator) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, o := range orchs {
+		for {
+			s := o.Stats()
+			if s.InFlight == 0 && s.Bindings() == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not idle: %+v", s)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// run runs req through a chain over urls and collects its outputs.
+func run(ctx context.Context, c *hop.Chain, req *hop.RunRequest) (collected, *hop.Result, error) {
+	got := collected{}
+	res, err := c.Run(ctx, req, got.add)
+	return got, res, err
+}

@@ -1,0 +1,84 @@
+package httperr
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// DecodeJSON decodes one JSON value from r strictly into dst: unknown
+// fields and trailing data are errors. Every problem with the body is an
+// *Error (400 invalid_json) a person can act on, except an
+// *http.MaxBytesError, which is returned as it is (a 413).
+func DecodeJSON(r io.Reader, dst any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil && !isSyntax(err) {
+			return jsonError(err)
+		}
+		return Errorf(http.StatusBadRequest, CodeInvalidJSON, "request body has data after its JSON value")
+	}
+	return nil
+}
+
+// UnmarshalJSON is DecodeJSON of a body already read.
+func UnmarshalJSON(body []byte, dst any) error {
+	return DecodeJSON(bytes.NewReader(body), dst)
+}
+
+func isSyntax(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se)
+}
+
+// jsonError turns a decoding error into a 400 a person can act on.
+func jsonError(err error) error {
+	var (
+		se *json.SyntaxError
+		te *json.UnmarshalTypeError
+		me *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &me):
+		return err
+	case errors.Is(err, io.EOF):
+		return Errorf(http.StatusBadRequest, CodeInvalidJSON, "request body is empty; send a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return Errorf(http.StatusBadRequest, CodeInvalidJSON, "request body is truncated JSON")
+	case errors.As(err, &se):
+		return Errorf(http.StatusBadRequest, CodeInvalidJSON, "request body is not valid JSON: %s (at byte %d)", strings.TrimPrefix(se.Error(), "json: "), se.Offset)
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return Errorf(http.StatusBadRequest, CodeInvalidJSON, "request body must be a JSON object, not a JSON %s", te.Value)
+		}
+		return Errorf(http.StatusBadRequest, CodeInvalidJSON, "field %s: want %s, got a JSON %s", te.Field, jsonType(te.Type.String()), te.Value)
+	}
+	return Errorf(http.StatusBadRequest, CodeInvalidJSON, "invalid request: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// ReadError turns an error reading a request body into the error to
+// answer with: a 413 for an oversized body, else a 400.
+func ReadError(err error) error { return jsonError(err) }
+
+func jsonType(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"):
+		return "an integer"
+	case strings.HasPrefix(goType, "float"), strings.HasPrefix(goType, "*float"):
+		return "a number"
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	}
+	return "an object"
+}

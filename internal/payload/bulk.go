@@ -1,0 +1,88 @@
+package payload
+
+import (
+	"encoding/binary"
+	"math"
+	"unsafe"
+)
+
+// The numeric slices of chunks (audio samples, frame params and strengths,
+// segment times and pitch targets) travel as bin values of little-endian
+// elements. On a little-endian host a slice already is its wire form, so it
+// is copied as bytes (one memmove each way); a big-endian host converts
+// element by element. Both paths are always compiled, and the tests run the
+// portable one on every host.
+
+// nativeLE reports whether the host stores numbers little-endian.
+var nativeLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// bytesOf returns the memory of s as bytes; s must not hold pointers.
+func bytesOf[E int16 | float32](s []E) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
+}
+
+// appendInt16s appends s as little-endian int16s.
+func appendInt16s(b []byte, s []int16) []byte {
+	if nativeLE {
+		return append(b, bytesOf(s)...)
+	}
+	return appendInt16sPortable(b, s)
+}
+
+func appendInt16sPortable(b []byte, s []int16) []byte {
+	for _, v := range s {
+		b = binary.LittleEndian.AppendUint16(b, uint16(v))
+	}
+	return b
+}
+
+// appendFloat32s appends s as little-endian IEEE 754 float32s.
+func appendFloat32s(b []byte, s []float32) []byte {
+	if nativeLE {
+		return append(b, bytesOf(s)...)
+	}
+	return appendFloat32sPortable(b, s)
+}
+
+func appendFloat32sPortable(b []byte, s []float32) []byte {
+	for _, v := range s {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	return b
+}
+
+// int16sFrom returns the little-endian int16s of b, whose length is even,
+// in a new slice.
+func int16sFrom(b []byte) []int16 {
+	s := make([]int16, len(b)/2)
+	if nativeLE {
+		copy(bytesOf(s), b)
+	} else {
+		int16sPortable(s, b)
+	}
+	return s
+}
+
+func int16sPortable(s []int16, b []byte) {
+	for i := range s {
+		s[i] = int16(binary.LittleEndian.Uint16(b[2*i:]))
+	}
+}
+
+// float32sFrom returns the little-endian float32s of b, whose length is a
+// multiple of 4, in a new slice.
+func float32sFrom(b []byte) []float32 {
+	s := make([]float32, len(b)/4)
+	if nativeLE {
+		copy(bytesOf(s), b)
+	} else {
+		float32sPortable(s, b)
+	}
+	return s
+}
+
+func float32sPortable(s []float32, b []byte) {
+	for i := range s {
+		s[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+}

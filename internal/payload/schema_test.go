@@ -1,0 +1,112 @@
+package payload
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"text/tabwriter"
+)
+
+// docTable returns the table of s as the package documentation shows it:
+// a title line, then one line per field.
+func (s *schema[T]) docTable() string {
+	var b strings.Builder
+	b.WriteString(s.name + ": " + s.doc + "\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, f := range s.fields {
+		tw.Write([]byte("  " + strings.Join([]string{f.key, f.name, f.typ, f.presence.String(), f.doc}, "\t") + "\n"))
+	}
+	tw.Flush()
+	return b.String()
+}
+
+// schemaDoc returns the lines of doc.go that show the schema: every table,
+// as a code block of the doc comment.
+func schemaDoc() []string {
+	var lines []string
+	for i, table := range []string{
+		envelopeSchema.docTable(), promptSchema.docTable(), outputSchema.docTable(),
+		chunkSchema.docTable(), textSchema.docTable(), framesSchema.docTable(),
+		segmentsSchema.docTable(), audioSchema.docTable(), wordsSchema.docTable(),
+		wordSchema.docTable(), errorSchema.docTable(),
+	} {
+		if i > 0 {
+			lines = append(lines, "//")
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(table, "\n"), "\n") {
+			lines = append(lines, "//\t"+l)
+		}
+	}
+	return lines
+}
+
+// TestDocSchema checks that the tables of the package documentation are
+// those of the schema: the paragraph that names this test is followed by
+// them, up to the next heading. With -update it rewrites them.
+func TestDocSchema(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(src), "\n")
+	start := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "TestDocSchema fails") })
+	if start < 0 {
+		t.Fatal("doc.go has no paragraph that names TestDocSchema")
+	}
+	start += slices.Index(lines[start:], "//") + 1 // after the paragraph
+	end := start + slices.IndexFunc(lines[start:], func(l string) bool { return strings.HasPrefix(l, "// # ") })
+	if end < start || lines[end-1] != "//" {
+		t.Fatal("doc.go has no heading after the schema tables")
+	}
+	end-- // the blank line before the heading
+	want := schemaDoc()
+	if slices.Equal(lines[start:end], want) {
+		return
+	}
+	if *update {
+		out := slices.Concat(lines[:start], want, lines[end:])
+		if err := os.WriteFile("doc.go", []byte(strings.Join(out, "\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("the schema tables of doc.go differ from the schema (rerun with -update):\n got\n%s\nwant\n%s", strings.Join(lines[start:end], "\n"), strings.Join(want, "\n"))
+}
+
+// TestBulkPortable checks the little-endian fast paths against the
+// portable ones, which big-endian hosts use.
+func TestBulkPortable(t *testing.T) {
+	ints := audioChunk(1001).Audio.Samples
+	floats := framesChunk(7, 3, 0).Frames.Params
+	floats = append(floats, float32(math.Inf(-1)), math.Float32frombits(0x7fc00001), math.SmallestNonzeroFloat32, -0)
+	for _, n := range []int{0, 1, len(ints)} {
+		s := ints[:n]
+		fast, portable := appendInt16s([]byte{9}, s), appendInt16sPortable([]byte{9}, s)
+		if !bytes.Equal(fast, portable) || len(fast) != 1+2*n {
+			t.Fatalf("int16s of %d: fast and portable encodings differ", n)
+		}
+		back := make([]int16, n)
+		int16sPortable(back, fast[1:])
+		if !slices.Equal(back, s) || !slices.Equal(int16sFrom(fast[1:]), s) {
+			t.Fatalf("int16s of %d do not round trip", n)
+		}
+	}
+	for _, n := range []int{0, 1, len(floats)} {
+		s := floats[:n]
+		fast, portable := appendFloat32s(nil, s), appendFloat32sPortable(nil, s)
+		if !bytes.Equal(fast, portable) || len(fast) != 4*n {
+			t.Fatalf("float32s of %d: fast and portable encodings differ", n)
+		}
+		back := make([]float32, n)
+		float32sPortable(back, fast)
+		got := float32sFrom(fast)
+		for i := range s {
+			if math.Float32bits(back[i]) != math.Float32bits(s[i]) || math.Float32bits(got[i]) != math.Float32bits(s[i]) {
+				t.Fatalf("float32s of %d: element %d does not round trip bit for bit", n, i)
+			}
+		}
+	}
+}

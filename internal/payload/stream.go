@@ -1,0 +1,615 @@
+package payload
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/omnistage/omnistage/internal/engine"
+)
+
+// StreamVersion is the payload stream format this package writes and the
+// only one it reads: the version byte of every stream's preamble.
+const StreamVersion = 1
+
+const (
+	streamMagic  = "OSTS"
+	nonceLen     = 16
+	preambleLen  = len(streamMagic) + 2 + nonceLen // magic, version, flags, nonce
+	frameHeadLen = 5                               // kind, body length
+	// minGrow is the step in which a frame body's buffer grows beyond what
+	// it already holds: a frame's claimed length is only an upper bound
+	// until its bytes arrive.
+	minGrow = 64 << 10
+)
+
+// FrameKind is the kind of a stream frame, its first byte.
+type FrameKind byte
+
+// The frame kinds.
+const (
+	// FrameHandOff is a header: the data frames that follow are the output
+	// of stage From and the input of stage To.
+	FrameHandOff FrameKind = 'H'
+	// FrameResult is a header: the data frames that follow are the output
+	// of stage From (equal to To), the request's final output.
+	FrameResult FrameKind = 'R'
+	// FrameData holds one chunk.
+	FrameData FrameKind = 'D'
+	// FrameError ends a stream with an error (a StreamError).
+	FrameError FrameKind = 'X'
+	// FrameEnd ends a stream that is complete.
+	FrameEnd FrameKind = 'E'
+)
+
+// String names k for messages.
+func (k FrameKind) String() string {
+	switch k {
+	case FrameHandOff:
+		return "hand-off header"
+	case FrameResult:
+		return "result header"
+	case FrameData:
+		return "data"
+	case FrameError:
+		return "error"
+	case FrameEnd:
+		return "end"
+	}
+	return fmt.Sprintf("unknown (0x%02x)", byte(k))
+}
+
+// StreamError is the content of a stream's error frame: the stage that
+// writes the stream failed after the stream began. Status is an HTTP
+// status (400..599), Code a machine-readable code (may be empty) and
+// Message a sentence a person can act on (not empty).
+type StreamError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+// Error returns the message.
+func (e *StreamError) Error() string { return e.Message }
+
+// problem describes what is wrong with e, or returns "".
+func (e *StreamError) problem() string {
+	switch {
+	case e.Status < 400 || e.Status > 599:
+		return fmt.Sprintf("status %d; want 400..599", e.Status)
+	case !utf8.ValidString(e.Code) || !utf8.ValidString(e.Message):
+		return "a code or message that is not valid UTF-8"
+	}
+	if name := firstEmpty(errorSchema, e); name != "" {
+		return "no " + name
+	}
+	return ""
+}
+
+// A StreamWriter writes one payload stream: Header, any number of Data,
+// then End or Fail. Each call writes its frame with one Write call (the
+// first also writes the preamble), so a writer that flushes after each
+// Write sends every frame as soon as it is made. Calls out of that order,
+// an envelope or chunk that a reader would refuse, and a failed Write are
+// errors that are not *Error (bugs, or a broken connection); after a failed
+// Write every call returns that error. A frame larger than the codec's
+// MaxSize is an *Error with CodeTooLarge and is not written. A
+// StreamWriter is not safe for concurrent use.
+type StreamWriter struct {
+	c        *Codec
+	w        io.Writer
+	preamble [preambleLen]byte
+	tag      [tagLen]byte // the previous frame's tag, or t_pre
+	state    streamState
+	kind     engine.Kind // of the data frames so far
+	frames   int         // frames written
+	err      error       // a failed Write
+}
+
+type streamState int
+
+const (
+	beforeHeader streamState = iota
+	inData
+	ended
+)
+
+// NewStreamWriter returns a writer of a stream to w, signed when the codec
+// has a key, with a new random nonce. It writes nothing until Header.
+func (c *Codec) NewStreamWriter(w io.Writer) *StreamWriter {
+	s := &StreamWriter{c: c, w: w}
+	copy(s.preamble[:], streamMagic)
+	s.preamble[len(streamMagic)] = StreamVersion
+	if c.mac != nil {
+		s.preamble[len(streamMagic)+1] = flagSigned
+	}
+	rand.Read(s.preamble[len(streamMagic)+2:]) // never fails: it crashes the program instead
+	if c.mac != nil {
+		c.mac.sum(s.tag[:0], s.preamble[:], nil)
+	}
+	return s
+}
+
+// Header writes the preamble and the header frame, in one Write: kind is
+// FrameHandOff or FrameResult, and e is the envelope of the hand-off
+// without its data (its Data and Carried are empty; for FrameResult, To
+// equals From). The data frames that follow are the output of stage
+// e.From. e is not modified.
+func (s *StreamWriter) Header(kind FrameKind, e *Envelope) error {
+	if err := s.ready(beforeHeader, "Header"); err != nil {
+		return err
+	}
+	if e == nil {
+		return errors.New("payload: cannot write a stream header without an envelope")
+	}
+	if err := headerProblem(kind, e); err != nil {
+		return fmt.Errorf("payload: cannot write an invalid stream header: %s", err.Message)
+	}
+	err := s.frame(kind, 256+len(e.Prompt.Text)+len(e.Trace)+len(e.Params)*64, func(b []byte) ([]byte, error) {
+		return encodeMap(envelopeSchema, b, e)
+	})
+	if err == nil {
+		s.state = inData
+	}
+	return err
+}
+
+// Data writes a data frame holding c, a valid chunk of the same kind as the
+// chunks written before it. c is not modified.
+func (s *StreamWriter) Data(c *engine.Chunk) error {
+	if err := s.ready(inData, "Data"); err != nil {
+		return err
+	}
+	if c == nil {
+		return errors.New("payload: cannot write a nil chunk")
+	}
+	if p := chunkProblem(c); p != "" {
+		return fmt.Errorf("payload: cannot write an invalid chunk: %s", p)
+	}
+	if k := c.Kind(); s.kind != "" && k != s.kind {
+		return fmt.Errorf("payload: cannot write a chunk of %s into a stream of %s; a stream has one kind", k, s.kind)
+	}
+	err := s.frame(FrameData, chunkSize(c), func(b []byte) ([]byte, error) {
+		return encodeMap(chunkSchema, b, c)
+	})
+	if err == nil {
+		s.kind = c.Kind()
+	}
+	return err
+}
+
+// End writes the end frame: the stream is complete.
+func (s *StreamWriter) End() error {
+	if err := s.ready(inData, "End"); err != nil {
+		return err
+	}
+	err := s.frame(FrameEnd, 0, func(b []byte) ([]byte, error) { return b, nil })
+	if err == nil {
+		s.state = ended
+	}
+	return err
+}
+
+// Fail writes the error frame of e, which ends the stream: the stage
+// failed after the header was written.
+func (s *StreamWriter) Fail(e *StreamError) error {
+	if err := s.ready(inData, "Fail"); err != nil {
+		return err
+	}
+	if e == nil {
+		return errors.New("payload: cannot write a nil stream error")
+	}
+	if p := e.problem(); p != "" {
+		return fmt.Errorf("payload: cannot write a stream error with %s", p)
+	}
+	err := s.frame(FrameError, 64+len(e.Code)+len(e.Message), func(b []byte) ([]byte, error) {
+		return encodeMap(errorSchema, b, e)
+	})
+	if err == nil {
+		s.state = ended
+	}
+	return err
+}
+
+// ready checks that call may be made in the writer's state.
+func (s *StreamWriter) ready(want streamState, call string) error {
+	switch {
+	case s.err != nil:
+		return s.err
+	case s.state == want:
+		return nil
+	case s.state == beforeHeader:
+		return fmt.Errorf("payload: StreamWriter.%s before Header; a stream starts with its header", call)
+	case s.state == inData:
+		return fmt.Errorf("payload: StreamWriter.%s after Header; a stream has one header", call)
+	}
+	return fmt.Errorf("payload: StreamWriter.%s after the stream ended", call)
+}
+
+// frame writes one frame whose body body appends: the preamble first when
+// the header has not been written, the frame's kind and length, the body,
+// and the tag. hint is the body's expected size.
+func (s *StreamWriter) frame(kind FrameKind, hint int, body func([]byte) ([]byte, error)) error {
+	buf := getBuffer(preambleLen + frameHeadLen + hint + tagLen)
+	defer putBuffer(buf)
+	b := *buf
+	if s.state == beforeHeader {
+		b = append(b, s.preamble[:]...)
+	}
+	start := len(b)
+	b = append(b, byte(kind), 0, 0, 0, 0)
+	b, err := body(b)
+	if err != nil {
+		return fmt.Errorf("payload: encode a %s frame: %w", kind, err)
+	}
+	*buf = b[:0]
+	n := len(b) - start - frameHeadLen
+	if n > s.c.maxSize {
+		return newError(CodeTooLarge, "a %s frame of %s is more than the payload size limit of %s; send shorter chunks or raise the limit", kind, size(n), size(s.c.maxSize))
+	}
+	binary.BigEndian.PutUint32(b[start+1:], uint32(n))
+	if s.c.mac != nil {
+		var head [tagLen + frameHeadLen]byte
+		copy(head[:], s.tag[:])
+		copy(head[tagLen:], b[start:])
+		b = s.c.mac.sum(b, head[:], b[start+frameHeadLen:])
+		*buf = b[:0]
+		copy(s.tag[:], b[len(b)-tagLen:])
+	}
+	if _, err := s.w.Write(b); err != nil {
+		s.err = fmt.Errorf("payload stream: writing frame %d: %w", s.frames, err)
+		return s.err
+	}
+	s.frames++
+	return nil
+}
+
+// headerProblem reports what makes e, the envelope of a header frame of
+// kind, invalid whatever the server: the checks of Envelope.validate, no
+// data, and for a result header To equal to From.
+func headerProblem(kind FrameKind, e *Envelope) *Error {
+	if kind != FrameHandOff && kind != FrameResult {
+		return newError(CodeBadFrame, "a stream header is a %s or %s frame, not a %s frame", FrameHandOff, FrameResult, kind)
+	}
+	if err := e.validate(); err != nil {
+		return err
+	}
+	if len(e.Data) != 0 || len(e.Carried) != 0 {
+		return newError(CodeBadFrame, "payload stream header holds %d data chunks and %d carried outputs; a header holds neither, data follows in data frames", len(e.Data), len(e.Carried))
+	}
+	if kind == FrameResult && e.To != e.From {
+		return newError(CodeBadFrame, "payload stream result header has from %d and to %d; a result header's to is its from", e.From, e.To)
+	}
+	return nil
+}
+
+// A StreamReader reads one payload stream: Header, then Next until it
+// returns an error (io.EOF after the end frame). It checks every tag as
+// the frame arrives when the codec has a key, and refuses a stream whose
+// frames break the grammar (see the package documentation). Bad input is
+// an *Error (CodeTruncated when the stream ends before its end frame);
+// a failing reader gives an error that wraps the reader's error. Once
+// Header or Next has returned an error, every later call returns it. A
+// StreamReader is not safe for concurrent use.
+type StreamReader struct {
+	c       *Codec
+	r       io.Reader
+	signed  bool // the preamble's signed flag
+	tag     [tagLen]byte
+	state   streamState
+	hdrKind FrameKind
+	hdr     Envelope // as read, for Check
+	want    *Expect
+	kind    engine.Kind // of the data frames: want.Input or the first chunk's
+	frames  int         // frames read
+	data    int         // data frames read
+	buf     *[]byte     // the body of the current frame
+	err     error
+}
+
+// NewStreamReader returns a reader of the stream in r. It reads nothing
+// until Header.
+func (c *Codec) NewStreamReader(r io.Reader) *StreamReader {
+	return &StreamReader{c: c, r: r}
+}
+
+// Header reads the preamble and the header frame and returns the header's
+// kind (FrameHandOff or FrameResult) and envelope, without data. With a
+// nil want it makes only the checks that need no pipeline (a coordinator
+// that does not know it): the header is well formed, required fields are
+// set, a result header's To equals its From. Otherwise it also makes the
+// checks of Decode against *want: pipeline and digest, stage ids, that the
+// stream is for want.Stage (a hand-off header's To, a result header's
+// From), the length of Params, and, in Next, that every chunk is of kind
+// want.Input when it is set (Check makes the same checks later, for a
+// reader that learns what to expect from the header). An error that is not
+// an *Error and does not come from the reader means want is wrong (a bug).
+func (s *StreamReader) Header(want *Expect) (FrameKind, *Envelope, error) {
+	if s.err != nil {
+		return 0, nil, s.err
+	}
+	if s.state != beforeHeader {
+		return 0, nil, errors.New("payload: StreamReader.Header called twice")
+	}
+	if want != nil {
+		if err := want.valid(); err != nil {
+			return 0, nil, err
+		}
+		w := *want
+		s.want = &w
+		s.kind = w.Input
+	}
+	kind, e, err := s.header0()
+	if err != nil {
+		s.fail(err)
+		return 0, nil, err
+	}
+	s.state = inData
+	return kind, e, nil
+}
+
+func (s *StreamReader) header0() (FrameKind, *Envelope, error) {
+	if err := s.readPreamble(); err != nil {
+		return 0, nil, err
+	}
+	kind, body, err := s.readFrame()
+	if err != nil {
+		return 0, nil, err
+	}
+	if kind != FrameHandOff && kind != FrameResult {
+		return 0, nil, newError(CodeBadFrame, "payload stream starts with a frame of kind %s; a stream starts with its header frame", kind)
+	}
+	e := new(Envelope)
+	if err := decodeMap(envelopeSchema, body, e); err != nil {
+		return 0, nil, undecodable("payload stream header", err)
+	}
+	if e.Version != FormatVersion {
+		return 0, nil, newError(CodeUnsupportedVersion, "payload stream header has format version %d, this server reads version %d; run every stage server from the same omnistage release", e.Version, FormatVersion)
+	}
+	if err := headerProblem(kind, e); err != nil {
+		return 0, nil, err
+	}
+	if s.want != nil {
+		if err := checkHeader(kind, e, s.want); err != nil {
+			return 0, nil, err
+		}
+	}
+	s.hdrKind, s.hdr = kind, *e
+	return kind, e, nil
+}
+
+// checkHeader makes the checks of Decode against want on e, the envelope
+// of a header frame of kind.
+func checkHeader(kind FrameKind, e *Envelope, want *Expect) *Error {
+	return e.checkFor(want, func() *Error {
+		if kind == FrameHandOff && e.To != want.Stage {
+			return newError(CodeWrongStage, "payload stream is for stage %d, this server runs stage %d; send it to stage %d's server", e.To, want.Stage, e.To)
+		}
+		if kind == FrameResult && e.From != want.Stage {
+			return newError(CodeWrongStage, "payload stream holds the result of stage %d, but the output of stage %d was expected", e.From, want.Stage)
+		}
+		return nil
+	})
+}
+
+// Check makes on the header that Header read the checks that Header(&want)
+// makes, for a reader that learns from the header what to expect (a server
+// of several stages runs the stage the header names). It must be called
+// after Header and before Next; when want.Input is set, every chunk that
+// Next returns must be of that kind. Its errors are as Header's; an *Error
+// ends the stream.
+func (s *StreamReader) Check(want Expect) error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.state != inData || s.frames != 1 {
+		return errors.New("payload: StreamReader.Check must come after Header and before Next")
+	}
+	if err := want.valid(); err != nil {
+		return err
+	}
+	if err := checkHeader(s.hdrKind, &s.hdr, &want); err != nil {
+		s.fail(err)
+		return err
+	}
+	s.want, s.kind = &want, want.Input
+	return nil
+}
+
+func (s *StreamReader) readPreamble() error {
+	var p [preambleLen]byte
+	n, err := io.ReadFull(s.r, p[:])
+	if m := min(n, len(streamMagic)); string(p[:m]) != streamMagic[:m] {
+		return newError(CodeBadMagic, "the body is not an omnistage payload stream")
+	}
+	if err != nil {
+		return s.readError(err)
+	}
+	if v := p[len(streamMagic)]; v != StreamVersion {
+		return newError(CodeUnsupportedVersion, "payload stream has format version %d, this server reads version %d; run every stage server from the same omnistage release", v, StreamVersion)
+	}
+	flags := p[len(streamMagic)+1]
+	if flags&^flagSigned != 0 {
+		return newError(CodeUnsupportedVersion, "payload stream preamble has flags 0x%02x, which stream format version %d does not define", flags, StreamVersion)
+	}
+	s.signed = flags&flagSigned != 0
+	if !s.signed && s.c.mac != nil {
+		return newError(CodeSignatureMissing, "payload stream is not signed, but this server only accepts signed streams; give every stage server the same payload key")
+	}
+	if s.signed && s.c.mac != nil {
+		s.c.mac.sum(s.tag[:0], p[:], nil)
+	}
+	return nil
+}
+
+// Next returns the chunk of the next data frame. After the end frame it
+// returns io.EOF, after an error frame the *StreamError it holds; before
+// returning either it reads on to make sure nothing follows the frame, so
+// it returns only once the writer has closed its side (a read error there
+// is ignored: the stream is complete). Every chunk is
+// checked as Decode checks the chunks of an envelope, and all of them must
+// be of one kind (want.Input, when Header was given one that sets it). The
+// chunk is newly allocated and owned by the caller.
+func (s *StreamReader) Next() (engine.Chunk, error) {
+	if s.err != nil {
+		return engine.Chunk{}, s.err
+	}
+	if s.state != inData {
+		return engine.Chunk{}, errors.New("payload: StreamReader.Next before Header")
+	}
+	c, err := s.next()
+	if err != nil {
+		s.fail(err)
+	}
+	return c, err
+}
+
+func (s *StreamReader) next() (engine.Chunk, error) {
+	kind, body, err := s.readFrame()
+	if err != nil {
+		return engine.Chunk{}, err
+	}
+	switch kind {
+	case FrameData:
+		i := s.data
+		s.data++
+		var c engine.Chunk
+		if err := decodeMap(chunkSchema, body, &c); err != nil {
+			return c, undecodable(fmt.Sprintf("payload stream data frame %d", i), err)
+		}
+		if p := chunkProblem(&c); p != "" {
+			return c, newError(CodeBadChunk, "payload stream data frame %d: %s", i, p)
+		}
+		switch k := c.Kind(); {
+		case s.kind == "":
+			s.kind = k
+		case k != s.kind && s.want != nil && s.want.Input != "":
+			return c, newError(CodeBadChunk, "payload stream data frame %d is %s, but stage %d takes %s", i, k, s.want.Stage, s.want.Input)
+		case k != s.kind:
+			return c, newError(CodeBadChunk, "payload stream data frame %d is %s, but the stream is %s; a stream has one kind", i, k, s.kind)
+		}
+		return c, nil
+	case FrameEnd:
+		if len(body) != 0 {
+			return engine.Chunk{}, newError(CodeBadFrame, "payload stream end frame has a body of %s; an end frame is empty", size(len(body)))
+		}
+		if err := s.atEnd(kind); err != nil {
+			return engine.Chunk{}, err
+		}
+		return engine.Chunk{}, io.EOF
+	case FrameError:
+		var se StreamError
+		if err := decodeMap(errorSchema, body, &se); err != nil {
+			return engine.Chunk{}, undecodable("payload stream error frame", err)
+		}
+		if p := se.problem(); p != "" {
+			return engine.Chunk{}, newError(CodeBadFrame, "payload stream error frame has %s", p)
+		}
+		if err := s.atEnd(kind); err != nil {
+			return engine.Chunk{}, err
+		}
+		return engine.Chunk{}, &se
+	case FrameHandOff, FrameResult:
+		return engine.Chunk{}, newError(CodeBadFrame, "payload stream has a second header frame (frame %d, a %s frame); a stream has one header", s.frames-1, kind)
+	}
+	return engine.Chunk{}, newError(CodeBadFrame, "payload stream frame %d has the unknown kind 0x%02x", s.frames-1, byte(kind))
+}
+
+// fail ends the stream with err: every later call returns it.
+func (s *StreamReader) fail(err error) {
+	s.err, s.state = err, ended
+	if s.buf != nil {
+		putBuffer(s.buf)
+		s.buf = nil
+	}
+}
+
+// readFrame reads the next frame, checks its tag, and returns its kind and
+// body; the body is valid until the next call.
+func (s *StreamReader) readFrame() (FrameKind, []byte, error) {
+	var head [frameHeadLen]byte
+	if _, err := io.ReadFull(s.r, head[:]); err != nil {
+		return 0, nil, s.readError(err)
+	}
+	kind := FrameKind(head[0])
+	n := binary.BigEndian.Uint32(head[1:])
+	if uint64(n) > uint64(s.c.maxSize) {
+		return 0, nil, newError(CodeTooLarge, "payload stream frame %d (%s) has a body of %s, more than this server's limit of %s", s.frames, kind, size(int(n)), size(s.c.maxSize))
+	}
+	total := int(n)
+	if s.signed {
+		total += tagLen
+	}
+	b, err := s.readBody(total)
+	if err != nil {
+		return 0, nil, s.readError(err)
+	}
+	body := b[:n]
+	if s.signed {
+		tag := b[n:]
+		if s.c.mac != nil {
+			var h [tagLen + frameHeadLen]byte
+			copy(h[:], s.tag[:])
+			copy(h[tagLen:], head[:])
+			if !s.c.mac.verify(tag, h[:], body) {
+				return 0, nil, newError(CodeSignatureInvalid, "payload stream frame %d does not match its signature: it was altered, reordered, dropped, repeated or taken from another stream, or signed with another key", s.frames)
+			}
+		}
+		copy(s.tag[:], tag)
+	}
+	s.frames++
+	return kind, body, nil
+}
+
+// readBody reads n bytes into the reader's buffer, which grows by at most
+// minGrow or what it already holds at a time, as the bytes arrive.
+func (s *StreamReader) readBody(n int) ([]byte, error) {
+	if s.buf == nil {
+		s.buf = getBuffer(0)
+	}
+	b := (*s.buf)[:0]
+	defer func() { *s.buf = b[:0] }()
+	for len(b) < n {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(n-len(b), max(cap(b), minGrow)))
+		}
+		m, err := io.ReadFull(s.r, b[len(b):min(n, cap(b))])
+		b = b[:len(b)+m]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// atEnd checks that nothing follows the end or error frame. The stream is
+// complete: a reader that fails instead of ending cleanly loses nothing, so
+// its error is not one of the stream's.
+func (s *StreamReader) atEnd(kind FrameKind) error {
+	var one [1]byte
+	if n, _ := io.ReadFull(s.r, one[:]); n > 0 {
+		return newError(CodeBadFrame, "payload stream goes on after its %s frame; nothing follows it", kind)
+	}
+	return nil
+}
+
+// readError turns an error of the reader into the error of the stream: a
+// stream that ends early is an *Error with CodeTruncated, any other error
+// is wrapped.
+func (s *StreamReader) readError(err error) error {
+	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return &Error{
+			Code:    CodeTruncated,
+			Message: fmt.Sprintf("payload stream ends early, after %d whole frames and before its end frame: the sender went away or the stream was cut", s.frames),
+			Err:     err,
+		}
+	}
+	return fmt.Errorf("payload stream: reading frame %d: %w", s.frames, err)
+}
