@@ -213,13 +213,13 @@ func (c *Caller) request(ctx context.Context, job *engine.Job) (*inputBody, stri
 		From: c.upstream, To: c.stage, Final: c.finalID, Outputs: c.outputs,
 		Params: c.params(job.Params), Prompt: job.Prompt,
 	}
-	pr, pw := io.Pipe()
+	pipe := newBufPipe(pipeBuffer)
 	wctx, cancel := context.WithCancel(ctx)
-	b := &inputBody{r: pr, cancel: cancel, done: make(chan struct{})}
+	b := &inputBody{r: pipe, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
-		b.err = c.writeInput(wctx, pw, head, job.In)
-		pw.CloseWithError(b.err)
+		b.err = c.writeInput(wctx, pipe, head, job.In)
+		pipe.CloseWithError(b.err)
 	}()
 	return b, ContentType, nil
 }

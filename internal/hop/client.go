@@ -104,49 +104,15 @@ func Retryable(err error) bool {
 	return errors.As(err, &te)
 }
 
-// NewHTTPClient returns an HTTP client with its own transports, tuned for
+// NewHTTPClient returns an HTTP client with its own transport, tuned for
 // many calls to a few stage servers: it keeps enough idle connections per
-// host for concurrent requests to reuse them. Streamed calls to http://
-// servers go over HTTP/2 without TLS (h2c, with prior knowledge), which
-// every omnistage server speaks; see the package documentation for why.
-// Everything else (one-shot calls, probes, https:// servers, where ALPN
-// picks HTTP/2 or HTTP/1.1) goes over the standard transport, so that a
-// server that is not an omnistage one still answers a probe.
+// host for concurrent requests to reuse them. Streamed calls go over
+// HTTP/1.1 with full-duplex bodies to http:// servers; see the package
+// documentation for why.
 func NewHTTPClient() *http.Client {
-	return &http.Client{Transport: newTransport(true)}
-}
-
-// newTransport returns the transport of NewHTTPClient; h2c false sends
-// streamed calls to http:// servers over HTTP/1.1 too (for the transport
-// benchmark).
-func newTransport(h2c bool) *hopTransport {
-	std := http.DefaultTransport.(*http.Transport).Clone()
-	std.MaxIdleConnsPerHost = 32
-	t := &hopTransport{std: std, stream: std}
-	if h2c {
-		t.stream = std.Clone()
-		t.stream.Protocols = new(http.Protocols)
-		t.stream.Protocols.SetUnencryptedHTTP2(true)
-	}
-	return t
-}
-
-// hopTransport sends streamed calls to http:// servers over stream, and
-// every other request over std. (An http.Transport whose Protocols ask
-// for h2c to http:// URLs speaks nothing else to them.)
-type hopTransport struct{ std, stream *http.Transport }
-
-func (t *hopTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Scheme == "http" && r.Header.Get("Accept") == ContentType {
-		return t.stream.RoundTrip(r)
-	}
-	return t.std.RoundTrip(r)
-}
-
-// CloseIdleConnections closes both transports' idle connections.
-func (t *hopTransport) CloseIdleConnections() {
-	t.std.CloseIdleConnections()
-	t.stream.CloseIdleConnections()
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 32
+	return &http.Client{Transport: t}
 }
 
 var sharedHTTP = sync.OnceValue(NewHTTPClient)

@@ -278,7 +278,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	body := &bodyReader{r: r.Body, rc: rc, idle: s.opts.BodyReadTimeout}
-	defer body.stop()
+	defer body.finish()
 	sr := s.codec.NewStreamReader(body)
 	kind, env, err := sr.Header(nil)
 	if err != nil {
@@ -301,7 +301,15 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.runStreamed(w, r, &call{stage: stage, id: env.RequestID, env: env, sel: sel, input: &frameSource{sr: sr, body: body}})
+	// The hop ends when its caller goes away, even while its stage reads
+	// nothing of its input.
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	input := readFrames(sr, body, s.cfg.Deploy.StreamBuffer, func(err error) {
+		cancel(fmt.Errorf("the caller went away: %w", err))
+	})
+	defer input.close()
+	return s.runStreamed(w, r.WithContext(ctx), &call{stage: stage, id: env.RequestID, env: env, sel: sel, input: input})
 }
 
 // runStreamed runs the call and answers with a payload stream: a hand-off
@@ -350,10 +358,18 @@ func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, c *call) er
 		s.streamFailed(r, c, err)
 		return nil
 	}
+	if err := out.flush(); err != nil {
+		s.streamFailed(r, c, err)
+		return nil
+	}
 	for {
 		o, err := st.Recv(r.Context())
 		if errors.Is(err, io.EOF) {
-			if err := sw.End(); err != nil {
+			err = sw.End()
+			if err == nil {
+				err = out.flush()
+			}
+			if err != nil {
 				s.streamFailed(r, c, err)
 			}
 			return nil
@@ -361,10 +377,16 @@ func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, c *call) er
 		if err == nil {
 			err = sw.Data(&o.Chunk)
 		}
+		if err == nil && st.Buffered() == 0 {
+			// Frames of outputs already waiting go out together.
+			err = out.flush()
+		}
 		if err != nil {
 			s.streamFailed(r, c, err)
 			status, _, code := httperr.Classify(err)
-			_ = sw.Fail(&payload.StreamError{Status: status, Code: code, Message: err.Error()})
+			if sw.Fail(&payload.StreamError{Status: status, Code: code, Message: err.Error()}) == nil {
+				_ = out.flush()
+			}
 			return nil
 		}
 	}
@@ -592,10 +614,9 @@ func jsonKind(first byte) string {
 	return "number"
 }
 
-// answerWriter writes an answer with a deadline on each write, so a
-// caller that stops reading cannot hold a hop forever; a stream flushes
-// after each write (one frame). done lifts the deadline for the next
-// request on the connection.
+// answerWriter writes an answer with a deadline on each write and flush,
+// so a caller that stops reading cannot hold a hop forever. done lifts the
+// deadline for the next request on the connection.
 type answerWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
@@ -606,20 +627,19 @@ func (s *Server) newAnswerWriter(w http.ResponseWriter) *answerWriter {
 	return &answerWriter{w: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout}
 }
 
-// Write implements io.Writer: one write, flushed. The deadline is lifted
-// once the write is done: over HTTP/2 a deadline is a timer that resets
-// the stream when it fires, whether or not a write is under way.
+// Write implements io.Writer. The deadline is lifted once the write is
+// done: over HTTP/2 a deadline is a timer that resets the stream when it
+// fires, whether or not a write is under way.
 func (a *answerWriter) Write(p []byte) (int, error) {
 	_ = a.rc.SetWriteDeadline(time.Now().Add(a.timeout))
 	defer a.rc.SetWriteDeadline(time.Time{})
-	n, err := a.w.Write(p)
-	if err != nil {
-		return n, err
-	}
-	return n, a.flush()
+	return a.w.Write(p)
 }
 
+// flush sends what was written, under the same deadline.
 func (a *answerWriter) flush() error {
+	_ = a.rc.SetWriteDeadline(time.Now().Add(a.timeout))
+	defer a.rc.SetWriteDeadline(time.Time{})
 	if err := a.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
@@ -628,8 +648,12 @@ func (a *answerWriter) flush() error {
 
 func (a *answerWriter) done() { _ = a.rc.SetWriteDeadline(time.Time{}) }
 
-// bodyReader reads a streamed request body with a deadline on each read,
-// and is stopped (its reads cut at once) when the hop ends or is aborted.
+// bodyReader reads a streamed request body with a deadline on each read.
+// abort cuts a read under way and refuses the next ones, unless the body
+// was read to its end: over HTTP/1.1 the deadline is the connection's,
+// and once the body has ended the server reads the connection itself (to
+// notice a client that goes away, and the next request), which a deadline
+// in the past would make fail.
 type bodyReader struct {
 	r    io.Reader
 	rc   *http.ResponseController
@@ -637,6 +661,7 @@ type bodyReader struct {
 
 	mu      sync.Mutex
 	stopped bool
+	ended   bool // a read returned io.EOF
 }
 
 var errBodyStopped = errors.New("hop: request body no longer read")
@@ -658,38 +683,87 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	if !b.stopped {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
+	b.ended = b.ended || errors.Is(err, io.EOF)
 	b.mu.Unlock()
 	return n, err
 }
 
-// stop cuts a read under way and refuses the next ones.
-func (b *bodyReader) stop() {
+// abort cuts a read under way and refuses the next ones, if the body has
+// not ended.
+func (b *bodyReader) abort() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.stopped {
+	if !b.stopped && !b.ended {
 		b.stopped = true
 		_ = b.rc.SetReadDeadline(time.Now())
 	}
 }
 
-// frameSource is a streamed hop's input: the data frames of its request
-// body, decoded as the stage asks for them.
-type frameSource struct {
-	sr   *payload.StreamReader
-	body *bodyReader
-	once sync.Once
+// finish refuses the next reads; the hop is over.
+func (b *bodyReader) finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stopped = true
 }
 
-// Recv implements engine.Source. When the hop's ctx ends, the read under
-// way is cut.
+// frameSource is a streamed hop's input: the data frames of its request
+// body, read ahead of the stage, at most its capacity, by a goroutine of
+// its own. So the hop notices a caller that goes away while its stage
+// reads nothing (HTTP/1.1 tells a handler so only through its reads), and
+// a stage's Recv ends with its ctx.
+type frameSource struct {
+	frames chan engine.Chunk
+	done   chan struct{} // closed when the reader returned
+	stop   chan struct{} // closed to stop the reader
+	body   *bodyReader
+	err    error // why the frames ended; written before frames closes
+}
+
+// readFrames starts reading sr's data frames into a frameSource holding
+// up to n. When the body fails (not a bad payload: the connection),
+// gone is called with the cause.
+func readFrames(sr *payload.StreamReader, body *bodyReader, n int, gone func(error)) *frameSource {
+	f := &frameSource{frames: make(chan engine.Chunk, n), done: make(chan struct{}), stop: make(chan struct{}), body: body}
+	go func() {
+		defer close(f.done)
+		for {
+			c, err := sr.Next()
+			if err != nil {
+				var pe *payload.Error
+				if !errors.Is(err, io.EOF) && (!errors.As(err, &pe) || pe.Code == payload.CodeTruncated) {
+					gone(err)
+				}
+				f.err = err
+				close(f.frames)
+				return
+			}
+			select {
+			case f.frames <- c:
+			case <-f.stop:
+				return
+			}
+		}
+	}()
+	return f
+}
+
+// Recv implements engine.Source.
 func (f *frameSource) Recv(ctx context.Context) (engine.Chunk, error) {
-	f.once.Do(func() { context.AfterFunc(ctx, f.body.stop) })
-	if err := ctx.Err(); err != nil {
-		return engine.Chunk{}, err
-	}
-	c, err := f.sr.Next()
-	if err != nil && ctx.Err() != nil {
+	select {
+	case c, ok := <-f.frames:
+		if !ok {
+			return engine.Chunk{}, f.err
+		}
+		return c, nil
+	case <-ctx.Done():
 		return engine.Chunk{}, ctx.Err()
 	}
-	return c, err
+}
+
+// close stops the reader, cutting a read under way if the body has not
+// ended, and waits for it.
+func (f *frameSource) close() {
+	close(f.stop)
+	f.body.abort()
+	<-f.done
 }

@@ -36,6 +36,8 @@ func BenchmarkTransport(b *testing.B) {
 			return
 		}
 		w.Header().Set("Content-Type", ContentType)
+		w.Header().Set(HeaderStage, "1")
+		w.Header().Set(HeaderFinished, "true")
 		w.WriteHeader(200)
 		rc := http.NewResponseController(w)
 		_ = rc.Flush()
@@ -67,7 +69,7 @@ func BenchmarkTransport(b *testing.B) {
 		s.Config.Protocols.SetHTTP1(true)
 		s.Config.Protocols.SetUnencryptedHTTP2(true)
 		s.Start()
-		client := &Client{HTTP: &http.Client{Transport: newTransport(tc.h2c)}}
+		client := &Client{HTTP: &http.Client{Transport: benchTransport(tc.h2c)}}
 		open := func() (*payload.StreamWriter, *io.PipeWriter, *payload.StreamReader, io.Closer) {
 			pr, pw := io.Pipe()
 			sw := codec.NewStreamWriter(pw)
@@ -146,6 +148,17 @@ func BenchmarkTransport(b *testing.B) {
 		client.CloseIdleConnections()
 		s.Close()
 	}
+}
+
+// benchTransport is NewHTTPClient's transport, or one that speaks h2c
+// (HTTP/2 with prior knowledge) to http:// servers.
+func benchTransport(h2c bool) *http.Transport {
+	t := NewHTTPClient().Transport.(*http.Transport)
+	if h2c {
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetUnencryptedHTTP2(true)
+	}
+	return t
 }
 
 // flushWriter flushes after each write: one frame.

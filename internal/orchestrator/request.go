@@ -638,6 +638,10 @@ func (s *Stream) Recv(ctx context.Context) (Output, error) {
 	}
 }
 
+// Buffered returns the number of outputs that Recv can return without
+// waiting: a caller that writes them out may flush once they are taken.
+func (s *Stream) Buffered() int { return len(s.rq.out) }
+
 // Result is one selected output, complete.
 type Result struct {
 	Stage  int

@@ -1,6 +1,7 @@
 package payload
 
 import (
+	"bufio"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -311,9 +312,16 @@ type StreamReader struct {
 	err     error
 }
 
+// readBufSize is the read buffer of a StreamReader: frames are read from
+// it, so that a frame costs one read of r or less, not two or more.
+const readBufSize = 32 << 10
+
 // NewStreamReader returns a reader of the stream in r. It reads nothing
-// until Header.
+// until Header; it may read r ahead of the frame it returns.
 func (c *Codec) NewStreamReader(r io.Reader) *StreamReader {
+	if _, ok := r.(*bufio.Reader); !ok {
+		r = bufio.NewReaderSize(r, readBufSize)
+	}
 	return &StreamReader{c: c, r: r}
 }
 
