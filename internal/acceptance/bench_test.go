@@ -3,7 +3,9 @@ package acceptance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +212,48 @@ func BenchmarkFirstAudio(b *testing.B) {
 				total += first
 			}
 			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ttfa-ms")
+		})
+	}
+}
+
+// BenchmarkPlacement measures what users of POST /v1/audio/speech with
+// stream_format audio wait for, on the committee paragraph (about 19 s of
+// speech), with the vocoder in process ("inproc", the built-in tts), in a
+// worker process ("process"), and with the talker and the vocoder on two
+// headless stage servers ("remote"): the time to the first audio byte
+// (ttfa-ms) and to the last (total-ms). Each server is the omnistage
+// binary, on loopback. Compare the metrics of one run.
+func BenchmarkPlacement(b *testing.B) {
+	talker, vocoder := serve(b, "--stage", "0"), serve(b, "--stage", "1")
+	for _, p := range []struct{ name, deploy string }{
+		{"inproc", ""},
+		{"process", "    - {id: 1, placement: process}\n"},
+		{"remote", fmt.Sprintf("    - {id: 0, placement: remote, endpoints: [%q]}\n    - {id: 1, placement: remote, endpoints: [%q]}\n", talker.url, vocoder.url)},
+	} {
+		front := serve(b, "--config", writeFile(b, p.name+".yaml", ttsWith(p.deploy)))
+		b.Run(p.name, func(b *testing.B) {
+			body := fmt.Sprintf(`{"model": "tts", "input": %q, "response_format": "pcm", "stream_format": "audio"}`, committee)
+			var ttfa, total time.Duration
+			for b.Loop() {
+				start := time.Now()
+				resp, err := http.Post(front.url+"/v1/audio/speech", "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				buf := make([]byte, 32<<10)
+				n, err := resp.Body.Read(buf)
+				if n == 0 || resp.StatusCode != http.StatusOK {
+					b.Fatalf("status %d, first read %d bytes: %v", resp.StatusCode, n, err)
+				}
+				ttfa += time.Since(start)
+				if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+				total += time.Since(start)
+			}
+			b.ReportMetric(float64(ttfa.Microseconds())/1000/float64(b.N), "ttfa-ms")
+			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "total-ms")
 		})
 	}
 }

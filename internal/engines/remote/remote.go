@@ -278,8 +278,11 @@ func (e *Engine) callError(ctx context.Context, err error) error {
 	case errors.As(err, &ie):
 		return err
 	case errors.As(err, &te):
+		// Formatted, not wrapped: what broke (a stream cut short is a
+		// payload error) must not classify the request's failure, which
+		// is the lost replica.
 		e.markLost(err)
-		return fmt.Errorf("remote %s: %w: %w", e.endpoint, engine.ErrReplicaLost, err)
+		return fmt.Errorf("remote %s: %w: %v", e.endpoint, engine.ErrReplicaLost, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		// Not the request's deadline (ctx is alive): the timeout setting's.
 		return fmt.Errorf("remote %s: no answer within %s", e.endpoint, e.cfg.Hop.Timeout)

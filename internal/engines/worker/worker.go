@@ -206,6 +206,7 @@ func New(cfg Config) (*Engine, error) {
 
 	addr, err := e.awaitAddress(announced)
 	if err == nil {
+		e.console.line([]byte("listening on " + addr))
 		e.remote, err = remote.New(remote.Config{
 			Stage: spec, Pipeline: cfg.Pipeline, Endpoint: "http://" + addr,
 			Client: &hop.Client{HTTP: hop.NewHTTPClient(), APIKey: apiKey},
@@ -267,9 +268,19 @@ func (e *Engine) monitor() {
 	case <-e.exited:
 		e.markLost(e.exitError())
 	case <-e.remote.Lost():
-		e.markLost(fmt.Errorf("worker process %d stopped answering: %w", e.Pid(), engine.ErrReplicaLost))
-		// Nothing will be sent to it again: free what it holds.
-		_ = e.cmd.Process.Kill()
+		// A call broke off, or the health checks failed: the process has
+		// most likely died; if so, say how.
+		t := time.NewTimer(exitWait)
+		defer t.Stop()
+		select {
+		case <-e.exited:
+			e.markLost(e.exitError())
+		case <-t.C:
+			e.markLost(fmt.Errorf("worker process %d stopped answering: %w", e.Pid(), engine.ErrReplicaLost))
+			// Nothing will be sent to it again: free what it holds.
+			_ = e.cmd.Process.Kill()
+		case <-e.closing:
+		}
 	case <-e.closing:
 	}
 }

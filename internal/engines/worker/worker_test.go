@@ -407,7 +407,8 @@ func TestCloseKillsStuckWorker(t *testing.T) {
 }
 
 // TestOutputBeforeTheAnnouncement starts a worker that prints a line on its
-// stdout before its address: the line goes to the output, prefixed.
+// stdout before its address: the line goes to the output, prefixed, then
+// the address it listens on.
 func TestOutputBeforeTheAnnouncement(t *testing.T) {
 	t.Setenv(chattyEnv, "1")
 	cfg := writeConfig(t, textConfig("process"))
@@ -420,7 +421,8 @@ func TestOutputBeforeTheAnnouncement(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("worker b/0 (pid %d): chatter before the announcement\n", e.Pid()); out.String() != want {
+	prefix := fmt.Sprintf("worker b/0 (pid %d): ", e.Pid())
+	if want := prefix + "chatter before the announcement\n" + prefix + "listening on " + strings.TrimPrefix(e.Endpoint(), "http://") + "\n"; out.String() != want {
 		t.Errorf("output %q, want %q", out.String(), want)
 	}
 }
