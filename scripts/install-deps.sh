@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # install-deps.sh installs the Debian packages omnistage builds and tests
 # against (the Flite and PocketSphinx engines are linked through cgo), if any
-# is missing; the flite command is the acceptance tests' reference. It uses
-# sudo when not run as root.
+# is missing; the flite command is the acceptance tests' reference, and
+# iproute2, curl and openssl run the README's two-host example in network
+# namespaces. It uses sudo when not run as root.
 set -euo pipefail
 
-packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us)
+packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us iproute2 curl openssl)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -84,30 +84,17 @@
 //
 // # POST /v1/run
 //
-// Runs exactly one stage, statelessly (see DESIGN.md). Stage 0 takes
-// {"stage_id": 0, "stage_input": {"text"}, "sampling_params",
-// "request_id", "output_modalities"}; a later stage takes only
-// {"stage_id", "stage_input": "<the previous answer's stage_input>"}.
-// A non-final answer is {"request_id", "stage_id": <next stage on the
-// request's route prefix>, "finished": false, "stage_input": "<payload>"};
-// the final one {"request_id", "stage_id": <the stage that ran>,
-// "finished": true, "output": {"audio", "timestamps", "text"}} with every
-// selected output (audio as a WAV). The payload is a package payload
-// envelope: pipeline name and digest, transfer id (the request id, the
-// same along the chain), from/to, the whole sampling_params array, the
-// prompt, the selected outputs and final stage, the outputs carried to the
-// final answer, and the stage's output; HMAC-signed when the codec has a
-// key. A malformed, undecodable, tampered, unsigned (when a key is set),
-// wrong-stage, wrong-pipeline or wrong-version payload, or one that does
-// not fit the route, is a 4xx whose code and message say which, and
-// nothing runs. Params are checked by each stage's engine when its hop
-// runs.
+// Runs exactly one stage, statelessly (see DESIGN.md), one-shot (JSON) or
+// streamed (a payload stream in, one out). Package hop serves it and
+// documents both forms; this package mounts it behind the same API key,
+// metrics and access log as every route.
 //
 // # Other endpoints
 //
-//   - DELETE /v1/requests/{id}: abort and wait for the drain: 200
-//     {"id", "state": "aborted"}; 404 unknown; 504 abort_failed when the
-//     drain outlasts the pipeline's abort timeout.
+//   - DELETE /v1/requests/{id}: abort the request of that id, and every
+//     /v1/run hop of it, and wait for the drain: 200 {"id", "state":
+//     "aborted"}; 404 unknown; 504 abort_failed when the drain outlasts the
+//     pipeline's abort timeout.
 //   - GET /v1/requests/{id}: {"id", "state": "active" | "aborting" |
 //     "abort_failed"} while the id is held; 404 after.
 //   - GET /v1/models: {"object": "list", "data": [{"id", "object": "model",
@@ -122,16 +109,19 @@
 //     omnistage_http_requests_inflight.
 //
 // A headless stage server (Options.Stage) serves POST /v1/run for its stage
-// only (any other stage_id is a 400 wrong_stage) plus /health, /ready,
+// only (any other stage is a 400 wrong_stage), GET and DELETE
+// /v1/requests/{id} for the hops of a request there, plus /health, /ready,
 // /metrics and /v1/models; the other endpoints are a 404 that says so.
 //
 // # Limits
 //
 // With Options.APIKey set, every endpoint but /health and /ready needs
 // Authorization: Bearer KEY (compared in constant time); else 401. Bodies
-// are bounded (MaxBody, 1 MiB; MaxRunBody for /v1/run, sized to the
-// codec's largest payload) with a 413 beyond, and read under a deadline.
+// are bounded (MaxBody, 1 MiB; MaxRunBody for a one-shot /v1/run, sized to
+// the codec's largest payload; each frame of a streamed one by the codec)
+// with a 413 beyond, and read under a deadline.
 // Run adds a read-header timeout, an idle timeout, and a bound on open
 // connections; there is no write timeout that would cut a long stream, but
-// each write must finish within ChunkWriteTimeout.
+// each write must finish within ChunkWriteTimeout. Run serves HTTP/1.1 and
+// HTTP/2 without TLS (h2c, prior knowledge).
 package api
