@@ -35,9 +35,19 @@ bench: deps
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/pipeline
 
-lint: deps
+# lint checks formatting, vet, that go.mod (and the tools module's) are
+# tidy, and staticcheck, built from the tools module at the version it pins.
+STATICCHECK := bin/staticcheck
+
+$(STATICCHECK): tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o ../$(STATICCHECK) honnef.co/go/tools/cmd/staticcheck
+
+lint: deps $(STATICCHECK)
 	gofmt -l . | (! grep .)
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
+	cd tools && $(GO) mod tidy -diff
+	$(STATICCHECK) ./...
 
 clean:
 	rm -rf bin hello.wav bench.txt
