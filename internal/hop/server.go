@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
@@ -590,10 +591,12 @@ func badPayload(msg string) error {
 }
 
 // rawString returns the JSON string in raw. A payload is URL-safe base64,
-// which JSON never escapes, so the common case takes the bytes as they are.
+// which JSON never escapes, so the common case takes the bytes as they
+// are, without a copy: the string lives no longer than the call, and the
+// codec keeps nothing of it.
 func rawString(raw []byte) (string, error) {
-	if len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw[1:len(raw)-1], '\\') < 0 {
-		return string(raw[1 : len(raw)-1]), nil
+	if len(raw) > 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw[1:len(raw)-1], '\\') < 0 {
+		return unsafe.String(&raw[1], len(raw)-2), nil
 	}
 	var s string
 	err := json.Unmarshal(raw, &s)
@@ -634,6 +637,14 @@ func (a *answerWriter) Write(p []byte) (int, error) {
 	_ = a.rc.SetWriteDeadline(time.Now().Add(a.timeout))
 	defer a.rc.SetWriteDeadline(time.Time{})
 	return a.w.Write(p)
+}
+
+// WriteString implements io.StringWriter, without copying s: the hand-off
+// string of a one-shot answer is most of its bytes.
+func (a *answerWriter) WriteString(s string) (int, error) {
+	_ = a.rc.SetWriteDeadline(time.Now().Add(a.timeout))
+	defer a.rc.SetWriteDeadline(time.Time{})
+	return io.WriteString(a.w, s)
 }
 
 // flush sends what was written, under the same deadline.
