@@ -2,6 +2,7 @@ package acceptance
 
 import (
 	"fmt"
+	"github.com/omnistage/omnistage/internal/testkit"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,7 +114,7 @@ func TestReadmeTwoHosts(t *testing.T) {
 	background := func(h host, line string) {
 		t.Helper()
 		cmd := h.command("exec " + line)
-		out := &syncBuffer{}
+		out := &testkit.SyncBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/omnistage/omnistage/internal/testkit"
 	"io"
 	"net/http"
 	"os"
@@ -14,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,26 +29,8 @@ type server struct {
 	url  string
 	addr string
 	cmd  *exec.Cmd
-	out  *syncBuffer // its stderr: JSON log lines, its workers' output
+	out  *testkit.SyncBuffer // its stderr: JSON log lines, its workers' output
 	done chan error
-}
-
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // listening matches the server's first log line, which names its address.
@@ -62,7 +44,7 @@ func serve(tb testing.TB, args ...string) *server {
 	if !strings.Contains(strings.Join(args, " "), "--addr") {
 		args = append(args, "--addr", "127.0.0.1:0")
 	}
-	s := &server{out: &syncBuffer{}, done: make(chan error, 1)}
+	s := &server{out: &testkit.SyncBuffer{}, done: make(chan error, 1)}
 	s.cmd = exec.Command(omnistage(tb), append([]string{"serve"}, args...)...)
 	s.cmd.Stderr = s.out
 	if err := s.cmd.Start(); err != nil {

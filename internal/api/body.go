@@ -2,12 +2,12 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/httperr"
 )
 
@@ -41,46 +41,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// bodyWriter writes a response body with a deadline on each write, so a
-// client that stops reading cannot hold a request forever, and flushes
-// when asked. done lifts the deadline for the next request on the
-// connection.
-type bodyWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
+func (s *Server) newBodyWriter(w http.ResponseWriter) *httpbody.Writer {
+	return httpbody.NewWriter(w, s.opts.ChunkWriteTimeout)
 }
-
-func (s *Server) newBodyWriter(w http.ResponseWriter) *bodyWriter {
-	return &bodyWriter{w: w, rc: http.NewResponseController(w), timeout: s.opts.ChunkWriteTimeout}
-}
-
-// Write implements io.Writer. The deadline is lifted once the write is
-// done: over HTTP/2 a deadline is a timer that resets the stream when it
-// fires, whether or not a write is under way.
-func (b *bodyWriter) Write(p []byte) (int, error) {
-	_ = b.rc.SetWriteDeadline(time.Now().Add(b.timeout))
-	defer b.rc.SetWriteDeadline(time.Time{})
-	return b.w.Write(p)
-}
-
-// flush sends what was written to the client.
-func (b *bodyWriter) flush() error {
-	if err := b.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	return nil
-}
-
-// send writes p and flushes it, under one deadline: one chunk of a
-// stream.
-func (b *bodyWriter) send(p []byte) error {
-	_ = b.rc.SetWriteDeadline(time.Now().Add(b.timeout))
-	defer b.rc.SetWriteDeadline(time.Time{})
-	if _, err := b.w.Write(p); err != nil {
-		return err
-	}
-	return b.flush()
-}
-
-func (b *bodyWriter) done() { _ = b.rc.SetWriteDeadline(time.Time{}) }

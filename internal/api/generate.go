@@ -12,6 +12,7 @@ import (
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/hop"
+	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 )
@@ -78,7 +79,7 @@ func (s *Server) generateWhole(w http.ResponseWriter, r *http.Request, st *orche
 // eventWriter writes the events of a streamed answer, NDJSON or SSE, one
 // flushed write per event.
 type eventWriter struct {
-	body *bodyWriter
+	body *httpbody.Writer
 	sse  bool
 	buf  bytes.Buffer
 }
@@ -94,7 +95,7 @@ func (e *eventWriter) send(v any) error {
 	if e.sse {
 		e.buf.WriteByte('\n')
 	}
-	return e.body.send(e.buf.Bytes())
+	return e.body.Send(e.buf.Bytes())
 }
 
 // startEvents writes the headers of an event stream.
@@ -118,7 +119,7 @@ func startEvents(w http.ResponseWriter, sse bool) {
 func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orchestrator.Stream, mode apijson.StreamMode) {
 	ctx := r.Context()
 	body := s.newBodyWriter(w)
-	defer body.done()
+	defer body.Done()
 	ev := &eventWriter{body: body, sse: mode == apijson.StreamSSE}
 	started := false
 	for {

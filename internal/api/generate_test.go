@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/omnistage/omnistage/internal/testkit"
 	"net/http"
 	"slices"
 	"strings"
@@ -295,7 +296,7 @@ func TestAbortFailed(t *testing.T) {
 	dup, body := f.do(ctx, http.MethodPost, "/v1/generate", map[string]any{"input": "x", "request_id": "stuck"})
 	wantError(t, dup, body, http.StatusConflict, "conflict", "abort_failed")
 	close(b.release)
-	eventually(t, "the stuck request to end", func() bool {
+	testkit.Eventually(t, "the stuck request to end", func() bool {
 		_, ok := f.orch.Lookup("stuck")
 		return !ok
 	})
@@ -324,7 +325,7 @@ func TestClientDisconnectAborts(t *testing.T) {
 			if err := <-errc; err == nil {
 				t.Error("the client's request did not fail")
 			}
-			eventually(t, "the request to end", func() bool {
+			testkit.Eventually(t, "the request to end", func() bool {
 				_, ok := f.orch.Lookup("gone")
 				return !ok && f.orch.Stats().Bindings() == 0 && f.orch.Stats().InFlight == 0
 			})

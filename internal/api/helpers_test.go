@@ -243,18 +243,6 @@ func wantError(t testing.TB, resp *http.Response, body []byte, status int, code,
 	}
 }
 
-// eventually polls cond until it holds or 5 s pass.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // gate blocks the engines' chunks until opened.
 type gate struct {
 	ch chan struct{}

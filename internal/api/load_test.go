@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/omnistage/omnistage/internal/testkit"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -113,7 +114,7 @@ func TestLoadWithAborts(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	eventually(t, "server idle", func() bool {
+	testkit.Eventually(t, "server idle", func() bool {
 		st := f.orch.Stats()
 		return st.InFlight == 0 && st.Bindings() == 0
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/omnistage/omnistage/internal/testkit"
 	"io"
 	"net"
 	"net/http"
@@ -201,7 +202,7 @@ func TestReadiness(t *testing.T) {
 	}}})
 	url, stop := runServer(t, srv)
 	c := testClient(t)
-	eventually(t, "the server to listen", func() bool { code, _ := get(t, c, url+"/health"); return code == 200 })
+	testkit.Eventually(t, "the server to listen", func() bool { code, _ := get(t, c, url+"/health"); return code == 200 })
 	if code, body := get(t, c, url+"/ready"); code != 503 || !strings.Contains(body, "warming up") {
 		t.Errorf("/ready while warming: %d %s", code, body)
 	}
@@ -213,7 +214,7 @@ func TestReadiness(t *testing.T) {
 	resp.Body.Close()
 	wantError(t, resp, b, 503, "unavailable", "not ready")
 	close(warm)
-	eventually(t, "/ready", func() bool { code, _ := get(t, c, url+"/ready"); return code == 200 })
+	testkit.Eventually(t, "/ready", func() bool { code, _ := get(t, c, url+"/ready"); return code == 200 })
 	if code, body := get(t, c, url+"/health"); code != 200 || !strings.Contains(body, `"ok"`) {
 		t.Errorf("/health: %d %s", code, body)
 	}
@@ -239,7 +240,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}}})
 	url, stop := runServer(t, srv)
 	c := testClient(t)
-	eventually(t, "/ready", func() bool { code, _ := get(t, c, url+"/ready"); return code == 200 })
+	testkit.Eventually(t, "/ready", func() bool { code, _ := get(t, c, url+"/ready"); return code == 200 })
 	resp, err := c.Post(url+"/v1/audio/speech", "application/json", strings.NewReader(`{"model":"tts-1","input":"`+hello+`","stream_format":"audio"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +249,7 @@ func TestGracefulShutdown(t *testing.T) {
 	<-reached
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
-	eventually(t, "draining", func() bool { return srv.draining.Load() })
+	testkit.Eventually(t, "draining", func() bool { return srv.draining.Load() })
 	select {
 	case err := <-stopped:
 		t.Fatalf("Run returned %v with a stream in flight", err)
@@ -281,7 +282,7 @@ func TestShutdownTimeout(t *testing.T) {
 	}}})
 	url, stop := runServer(t, srv)
 	c := testClient(t)
-	eventually(t, "/ready", func() bool { code, _ := get(t, c, url+"/ready"); return code == 200 })
+	testkit.Eventually(t, "/ready", func() bool { code, _ := get(t, c, url+"/ready"); return code == 200 })
 	resp, err := c.Post(url+"/v1/generate", "application/json", strings.NewReader(`{"input":"`+hello+`","stream":"ndjson"}`))
 	if err != nil {
 		t.Fatal(err)

@@ -238,7 +238,7 @@ func (s *Server) speechWhole(w http.ResponseWriter, r *http.Request, st *orchest
 	h.Set("Content-Length", strconv.Itoa(n))
 	w.WriteHeader(http.StatusOK)
 	body := s.newBodyWriter(w)
-	defer body.done()
+	defer body.Done()
 	if p.format == formatWAV {
 		err = audio.WriteWAV(body, a)
 	} else {
@@ -298,7 +298,7 @@ func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orches
 	ctx := r.Context()
 	h := w.Header()
 	body := s.newBodyWriter(w)
-	defer body.done()
+	defer body.Done()
 	sse := p.stream == streamSSE
 	ev := &eventWriter{body: body, sse: true}
 	var (
@@ -367,7 +367,7 @@ func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orches
 		if sse {
 			err = ev.send(apijson.SpeechEvent{Type: apijson.SpeechDelta, Audio: buf})
 		} else {
-			err = body.send(buf)
+			err = body.Send(buf)
 		}
 		if err != nil {
 			s.streamFailed(r, err)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/omnistage/omnistage/internal/testkit"
 	"io"
 	"net/http"
 	"slices"
@@ -371,7 +372,7 @@ func TestStalledClient(t *testing.T) {
 	defer resp.Body.Close()
 	// Read nothing: the socket buffers fill, a write blocks past its
 	// deadline, and the request ends.
-	eventually(t, "the stalled request to end", func() bool {
+	testkit.Eventually(t, "the stalled request to end", func() bool {
 		_, ok := f.orch.Lookup("stalled")
 		return !ok
 	})

@@ -1,36 +1,17 @@
 package cli
 
 import (
-	"bytes"
 	"context"
+	"github.com/omnistage/omnistage/internal/testkit"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -56,7 +37,7 @@ const echoPipeline = `pipeline:
 // checks that it drains and exits cleanly.
 func TestServeRunsUntilCancelled(t *testing.T) {
 	addr := freeAddr(t)
-	var stderr lockedBuffer
+	var stderr testkit.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	env := Env{

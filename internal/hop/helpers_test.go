@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -158,18 +158,11 @@ func (c collected) String() string {
 // idle waits until the orchestrators hold no request and no binding.
 func idle(t testing.TB, orchs ...*orchestrator.Orchestrator) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	for _, o := range orchs {
-		for {
+		testkit.Eventually(t, "no request or binding held", func() bool {
 			s := o.Stats()
-			if s.InFlight == 0 && s.Bindings() == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("not idle: %+v", s)
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return s.InFlight == 0 && s.Bindings() == 0
+		})
 	}
 }
 

@@ -91,5 +91,3 @@ func findStageInput(body []byte) (start, end int, ok bool) {
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-

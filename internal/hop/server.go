@@ -19,6 +19,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
@@ -261,8 +262,8 @@ func (s *Server) writeHandOff(w http.ResponseWriter, resp *RunResponse) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(head)+len(resp.StageInput)+len(tail)))
 	w.WriteHeader(http.StatusOK)
-	out := s.newAnswerWriter(w)
-	defer out.done()
+	out := httpbody.NewWriter(w, s.opts.WriteTimeout)
+	defer out.Done()
 	for _, part := range []string{string(head), resp.StageInput, tail} {
 		if _, err := io.WriteString(out, part); err != nil {
 			return
@@ -348,10 +349,10 @@ func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, c *call) er
 	h.Set("X-Request-Id", c.env.RequestID)
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	out := s.newAnswerWriter(w)
-	defer out.done()
+	out := httpbody.NewWriter(w, s.opts.WriteTimeout)
+	defer out.Done()
 	// The headers go at once: a coordinator opens the next hop on them.
-	if err := out.flush(); err != nil {
+	if err := out.Flush(); err != nil {
 		return nil
 	}
 	sw := s.codec.NewStreamWriter(out)
@@ -359,7 +360,7 @@ func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, c *call) er
 		s.streamFailed(r, c, err)
 		return nil
 	}
-	if err := out.flush(); err != nil {
+	if err := out.Flush(); err != nil {
 		s.streamFailed(r, c, err)
 		return nil
 	}
@@ -368,7 +369,7 @@ func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, c *call) er
 		if errors.Is(err, io.EOF) {
 			err = sw.End()
 			if err == nil {
-				err = out.flush()
+				err = out.Flush()
 			}
 			if err != nil {
 				s.streamFailed(r, c, err)
@@ -380,13 +381,13 @@ func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, c *call) er
 		}
 		if err == nil && st.Buffered() == 0 {
 			// Frames of outputs already waiting go out together.
-			err = out.flush()
+			err = out.Flush()
 		}
 		if err != nil {
 			s.streamFailed(r, c, err)
 			status, _, code := httperr.Classify(err)
 			if sw.Fail(&payload.StreamError{Status: status, Code: code, Message: err.Error()}) == nil {
-				_ = out.flush()
+				_ = out.Flush()
 			}
 			return nil
 		}
@@ -616,48 +617,6 @@ func jsonKind(first byte) string {
 	}
 	return "number"
 }
-
-// answerWriter writes an answer with a deadline on each write and flush,
-// so a caller that stops reading cannot hold a hop forever. done lifts the
-// deadline for the next request on the connection.
-type answerWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
-}
-
-func (s *Server) newAnswerWriter(w http.ResponseWriter) *answerWriter {
-	return &answerWriter{w: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout}
-}
-
-// Write implements io.Writer. The deadline is lifted once the write is
-// done: over HTTP/2 a deadline is a timer that resets the stream when it
-// fires, whether or not a write is under way.
-func (a *answerWriter) Write(p []byte) (int, error) {
-	_ = a.rc.SetWriteDeadline(time.Now().Add(a.timeout))
-	defer a.rc.SetWriteDeadline(time.Time{})
-	return a.w.Write(p)
-}
-
-// WriteString implements io.StringWriter, without copying s: the hand-off
-// string of a one-shot answer is most of its bytes.
-func (a *answerWriter) WriteString(s string) (int, error) {
-	_ = a.rc.SetWriteDeadline(time.Now().Add(a.timeout))
-	defer a.rc.SetWriteDeadline(time.Time{})
-	return io.WriteString(a.w, s)
-}
-
-// flush sends what was written, under the same deadline.
-func (a *answerWriter) flush() error {
-	_ = a.rc.SetWriteDeadline(time.Now().Add(a.timeout))
-	defer a.rc.SetWriteDeadline(time.Time{})
-	if err := a.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	return nil
-}
-
-func (a *answerWriter) done() { _ = a.rc.SetWriteDeadline(time.Time{}) }
 
 // bodyReader reads a streamed request body with a deadline on each read.
 // abort cuts a read under way and refuses the next ones, unless the body

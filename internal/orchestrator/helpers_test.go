@@ -203,18 +203,6 @@ func (f *fixture) assertIdle() {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func codeIs(t *testing.T, err error, want Code) {
 	t.Helper()
 	if got := CodeOf(err); got != want {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/omnistage/omnistage/internal/testkit"
 	"io"
 	"math/rand/v2"
 	"runtime"
@@ -238,7 +239,7 @@ func TestOverload(t *testing.T) {
 		}
 		done2 <- err
 	}()
-	waitFor(t, "a queued request", func() bool { return f.o.Stats().Stages[0].Queued == 1 })
+	testkit.Eventually(t, "a queued request", func() bool { return f.o.Stats().Stages[0].Queued == 1 })
 	_, err = f.o.Submit(context.Background(), Request{ID: "c"})
 	codeIs(t, err, CodeOverloaded)
 	contains(t, err, "stage 0 (talker) is busy")
@@ -381,7 +382,7 @@ func TestAbortWhileQueued(t *testing.T) {
 		_, err := f.o.Submit(context.Background(), Request{ID: "queued"})
 		errc <- err
 	}()
-	waitFor(t, "queued request", func() bool { return f.o.Stats().Stages[0].Queued == 1 })
+	testkit.Eventually(t, "queued request", func() bool { return f.o.Stats().Stages[0].Queued == 1 })
 	if err := f.o.Abort(context.Background(), "queued"); err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +410,7 @@ func TestAbortDuringPrewarm(t *testing.T) {
 		_, err := f.o.Submit(context.Background(), Request{ID: "warm"})
 		errc <- err
 	}()
-	waitFor(t, "prepare", func() bool {
+	testkit.Eventually(t, "prepare", func() bool {
 		f.rec.mu.Lock()
 		defer f.rec.mu.Unlock()
 		return len(f.rec.prepares) == 1
@@ -478,7 +479,7 @@ func TestAbortFailedHoldsID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "vocoder running", func() bool { return f.rec.callsOf("vocoder") == 1 })
+	testkit.Eventually(t, "vocoder running", func() bool { return f.rec.callsOf("vocoder") == 1 })
 	err = f.o.Abort(context.Background(), "stuck")
 	codeIs(t, err, CodeAbortFailed)
 	if st, ok := f.o.Lookup("stuck"); !ok || st != StateAbortFailed {
@@ -618,7 +619,7 @@ func TestAbortReuseStress(t *testing.T) {
 	}
 	wg.Wait()
 	// Aborts launched late may still be draining: wait for quiet.
-	waitFor(t, "idle", func() bool { return f.o.Stats().InFlight == 0 })
+	testkit.Eventually(t, "idle", func() bool { return f.o.Stats().InFlight == 0 })
 	f.assertIdle()
 	t.Logf("completed %d, aborted %d, conflicts %d, late events dropped %v", completed.Load(), aborted.Load(), conflicts.Load(),
 		testutil.ToFloat64(f.o.metrics.lateDropped))
@@ -653,7 +654,7 @@ func TestLostReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "both bound", func() bool { return f.rec.callsOf("vocoder") == 2 })
+	testkit.Eventually(t, "both bound", func() bool { return f.rec.callsOf("vocoder") == 2 })
 	f.rec.mu.Lock()
 	lostID := f.rec.replicas["hold-a"][1]
 	victim := f.rec.engines[lostID]
@@ -694,7 +695,7 @@ func TestLostReplica(t *testing.T) {
 			e.Lose()
 		}
 	}
-	waitFor(t, "no healthy vocoder", func() bool { return f.o.Stats().Stages[1].Healthy == 0 })
+	testkit.Eventually(t, "no healthy vocoder", func() bool { return f.o.Stats().Stages[1].Healthy == 0 })
 	_, err = f.o.Submit(context.Background(), Request{ID: "none"})
 	codeIs(t, err, CodeUnavailable)
 	contains(t, err, "stage 1 (vocoder) has no healthy replica")

@@ -1,10 +1,10 @@
 package orchestrator
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/omnistage/omnistage/internal/testkit"
 	"log/slog"
 	"strings"
 	"sync"
@@ -44,24 +44,6 @@ func (c *closeCounter) of(e *testengine.Engine) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[e]
-}
-
-// logBuffer collects log lines written from several goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func (f *fixture) engineOf(id string) *testengine.Engine {
@@ -108,7 +90,7 @@ func TestRestartLostReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "vocoder running", func() bool { return f.rec.callsOf("vocoder") == 1 })
+	testkit.Eventually(t, "vocoder running", func() bool { return f.rec.callsOf("vocoder") == 1 })
 	f.rec.mu.Lock()
 	lostID := f.rec.replicas["hold-a"][1]
 	f.rec.mu.Unlock()
@@ -122,7 +104,7 @@ func TestRestartLostReplica(t *testing.T) {
 	if !errors.As(err, &rl) || rl.Stage != 1 || rl.Replica != lostID {
 		t.Fatalf("error = %#v", err)
 	}
-	waitFor(t, "the lost replica to be back", func() bool { return f.o.Stats().Stages[1].Healthy == 2 })
+	testkit.Eventually(t, "the lost replica to be back", func() bool { return f.o.Stats().Stages[1].Healthy == 2 })
 	fresh := f.engineOf(lostID)
 	if fresh == victim {
 		t.Fatal("the slot still holds the lost engine")
@@ -133,7 +115,7 @@ func TestRestartLostReplica(t *testing.T) {
 	if warmed != 2 {
 		t.Errorf("replica %s warmed %d times, want 2 (start and restart)", lostID, warmed)
 	}
-	waitFor(t, "the lost engine to be closed", func() bool { return closes.of(victim) == 1 })
+	testkit.Eventually(t, "the lost engine to be closed", func() bool { return closes.of(victim) == 1 })
 	if got := f.restarts("1"); got != 1 {
 		t.Errorf("restarts of stage 1 = %v, want 1", got)
 	}
@@ -147,7 +129,7 @@ func TestRestartLostReplica(t *testing.T) {
 		}
 		streams = append(streams, s)
 	}
-	waitFor(t, "both held", func() bool { return f.rec.callsOf("vocoder") == 3 })
+	testkit.Eventually(t, "both held", func() bool { return f.rec.callsOf("vocoder") == 3 })
 	servedMu.Lock()
 	onFresh := servedBy["hold-b"] == fresh || servedBy["hold-c"] == fresh
 	servedMu.Unlock()
@@ -182,7 +164,7 @@ func TestRestartAfterEngineError(t *testing.T) {
 	err = s.Err()
 	codeIs(t, err, CodeReplicaLost)
 	contains(t, err, "stage 2 (post): replica post/0 was lost")
-	waitFor(t, "post to be back", func() bool { return f.o.Stats().Stages[2].Healthy == 1 })
+	testkit.Eventually(t, "post to be back", func() bool { return f.o.Stats().Stages[2].Healthy == 1 })
 	s, err = f.o.Submit(context.Background(), Request{ID: "after", Prompt: engine.Prompt{Text: "x"}})
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +191,7 @@ func TestRestartBackoff(t *testing.T) {
 		badWarm   atomic.Pointer[testengine.Engine]
 		closes    closeCounter
 		proceed   = make(chan struct{})
-		logs      logBuffer
+		logs      testkit.SyncBuffer
 		unblocked bool
 	)
 	defer func() {
@@ -251,7 +233,7 @@ func TestRestartBackoff(t *testing.T) {
 	})
 	victim := f.engineOf("post/0")
 	victim.Lose()
-	waitFor(t, "the fourth attempt", func() bool {
+	testkit.Eventually(t, "the fourth attempt", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(attempts) == 5
@@ -268,7 +250,7 @@ func TestRestartBackoff(t *testing.T) {
 
 	unblocked = true
 	close(proceed)
-	waitFor(t, "post to be back", func() bool { return f.o.Stats().Stages[2].Healthy == 1 })
+	testkit.Eventually(t, "post to be back", func() bool { return f.o.Stats().Stages[2].Healthy == 1 })
 	s, err := f.o.Submit(context.Background(), Request{ID: "after"})
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +258,7 @@ func TestRestartBackoff(t *testing.T) {
 	if _, err := collect(t, s); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the lost engine to be closed", func() bool { return closes.of(victim) == 1 })
+	testkit.Eventually(t, "the lost engine to be closed", func() bool { return closes.of(victim) == 1 })
 
 	// Each failed attempt doubled the wait before the next; a timer never
 	// fires early, and the jitter takes at most a fifth.
@@ -312,7 +294,7 @@ func TestCrashLoopBackoff(t *testing.T) {
 	}})
 	for i, want := range []time.Duration{2, 4, 8, 16} {
 		f.engineOf("post/0").Lose()
-		waitFor(t, "a restart", func() bool { return f.restarts("2") == float64(i+1) })
+		testkit.Eventually(t, "a restart", func() bool { return f.restarts("2") == float64(i+1) })
 		got, _ := f.o.stages[2].sup.LastBackoff(0)
 		if want *= time.Millisecond; got != want {
 			t.Errorf("restart %d waited %s, want %s", i+1, got, want)
@@ -334,7 +316,7 @@ func TestShutdownDuringRestartBackoff(t *testing.T) {
 	f := newFixture(t, setup{opts: noRestartSoon, hooks: testengine.Hooks{Close: closes.add}})
 	victim := f.engineOf("vocoder/0")
 	victim.Lose()
-	waitFor(t, "the loss", func() bool { return f.o.Stats().Stages[1].Healthy == 0 })
+	testkit.Eventually(t, "the loss", func() bool { return f.o.Stats().Stages[1].Healthy == 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()

@@ -192,15 +192,3 @@ func remoteDeploy(urls map[int]string, extra string) string {
 	}
 	return b.String()
 }
-
-// eventually polls cond until it holds or a deadline passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/omnistage/omnistage/internal/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -128,7 +129,7 @@ func TestRemoteServerGoneFailsOverToLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop()
-	eventually(t, "the replica to be lost", func() bool { return o.Stats().Stages[1].Healthy == 0 })
+	testkit.Eventually(t, "the replica to be lost", func() bool { return o.Stats().Stages[1].Healthy == 0 })
 	_, err := generate(o, orchestrator.Request{Prompt: engine.Prompt{Text: "hi"}})
 	if orchestrator.CodeOf(err) != orchestrator.CodeUnavailable || !strings.Contains(err.Error(), "no healthy replica") {
 		t.Fatalf("after loss: %v", err)
@@ -349,12 +350,12 @@ func TestRemoteHealthChecks(t *testing.T) {
 		if err := e.Warm(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "health checks", func() bool { return f.healthN.Load() >= 3 })
+		testkit.Eventually(t, "health checks", func() bool { return f.healthN.Load() >= 3 })
 		if isLost(e) {
 			t.Fatal("lost while healthy")
 		}
 		down.Store(true)
-		eventually(t, "the replica to be lost", func() bool { return isLost(e) })
+		testkit.Eventually(t, "the replica to be lost", func() bool { return isLost(e) })
 	})
 
 	t.Run("fewer failures in a row do not", func(t *testing.T) {
@@ -368,7 +369,7 @@ func TestRemoteHealthChecks(t *testing.T) {
 		if err := e.Warm(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "health checks", func() bool { return f.healthN.Load() >= 20 || isLost(e) })
+		testkit.Eventually(t, "health checks", func() bool { return f.healthN.Load() >= 20 || isLost(e) })
 		if isLost(e) {
 			t.Fatal("lost after fewer failures in a row than health_failures")
 		}
@@ -384,7 +385,7 @@ func TestRemoteHealthChecks(t *testing.T) {
 		if err := e.Warm(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "health checks", func() bool { return f.healthN.Load() >= 1 })
+		testkit.Eventually(t, "health checks", func() bool { return f.healthN.Load() >= 1 })
 		e.Close()
 		// A check already on the wire when Close cancelled it may still
 		// reach the server; no new one may start.

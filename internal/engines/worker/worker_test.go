@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/omnistage/omnistage/internal/testkit"
 	"io"
 	"net/http"
 	"os"
@@ -65,7 +66,7 @@ func writeConfig(t testing.TB, yaml string) *pipeline.Config {
 // fixture is a started orchestrator whose process stages run in workers.
 type fixture struct {
 	o      *orchestrator.Orchestrator
-	output *syncBuffer // the workers' stderr
+	output *testkit.SyncBuffer // the workers' stderr
 
 	mu      sync.Mutex
 	workers []*worker.Engine
@@ -82,7 +83,7 @@ func (f *fixture) worker(i int) *worker.Engine {
 // (restarted ones too, in order), adjusting its options with opts.
 func start(t testing.TB, cfg *pipeline.Config, register func(*engine.Registry), opts ...func(*orchestrator.Options)) *fixture {
 	t.Helper()
-	f := &fixture{output: &syncBuffer{}}
+	f := &fixture{output: &testkit.SyncBuffer{}}
 	reg := &engine.Registry{}
 	register(reg)
 	place := worker.Placement(cfg, "", f.output)
@@ -240,7 +241,7 @@ func TestCrashLosesOnlyItsWorker(t *testing.T) {
 			if msg := r.err.Error(); !strings.Contains(msg, "stage 1 (b)") || !strings.Contains(msg, "b/1") {
 				t.Errorf("error %q does not name stage 1 (b) and replica b/1", msg)
 			}
-			eventually(t, "the crashed worker's exit", func() bool {
+			testkit.Eventually(t, "the crashed worker's exit", func() bool {
 				select {
 				case <-f.worker(1).Exited():
 					return true
@@ -251,7 +252,7 @@ func TestCrashLosesOnlyItsWorker(t *testing.T) {
 			if !strings.Contains(f.worker(1).ExitError().Error(), tc.state) {
 				t.Errorf("exit: %v, want %s", f.worker(1).ExitError(), tc.state)
 			}
-			eventually(t, "stage 1 to have one healthy replica", func() bool { return f.o.Stats().Stages[1].Healthy == 1 })
+			testkit.Eventually(t, "stage 1 to have one healthy replica", func() bool { return f.o.Stats().Stages[1].Healthy == 1 })
 
 			if err := os.WriteFile(gate, nil, 0o644); err != nil {
 				t.Fatal(err)
@@ -299,7 +300,7 @@ func TestCrashedWorkerRestarts(t *testing.T) {
 	if !errors.As(r.err, &lost) || lost.Replica != "b/0" {
 		t.Fatalf("crashed request: %v, want replica b/0 lost", r.err)
 	}
-	eventually(t, "a new worker in service", func() bool {
+	testkit.Eventually(t, "a new worker in service", func() bool {
 		f.mu.Lock()
 		n := len(f.workers)
 		f.mu.Unlock()
@@ -318,7 +319,7 @@ func TestCrashedWorkerRestarts(t *testing.T) {
 			t.Fatalf("request after the restart: %q, %v", r.text(), r.err)
 		}
 	}
-	eventually(t, "the crashed worker to be reaped", func() bool { return processGone(crashed.Pid()) })
+	testkit.Eventually(t, "the crashed worker to be reaped", func() bool { return processGone(crashed.Pid()) })
 }
 
 // TestCancelReachesWorker cancels a request whose stage 1 runs in a
@@ -332,9 +333,9 @@ func TestCancelReachesWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the worker to start the call", func() bool { return strings.Contains(f.output.String(), "block: started") })
+	testkit.Eventually(t, "the worker to start the call", func() bool { return strings.Contains(f.output.String(), "block: started") })
 	cancel()
-	eventually(t, "the worker to see the cancellation", func() bool { return strings.Contains(f.output.String(), "block: cancelled") })
+	testkit.Eventually(t, "the worker to see the cancellation", func() bool { return strings.Contains(f.output.String(), "block: cancelled") })
 	if err := s.Err(); orchestrator.CodeOf(err) != orchestrator.CodeAborted {
 		t.Errorf("cancelled request: %v, want aborted", err)
 	}
@@ -413,7 +414,7 @@ func TestOutputBeforeTheAnnouncement(t *testing.T) {
 	t.Setenv(chattyEnv, "1")
 	cfg := writeConfig(t, textConfig("process"))
 	_, spec := cfg.StageSpec(1, 0)
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	e, err := worker.New(worker.Config{Stage: spec, Pipeline: cfg, Stderr: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -459,7 +460,7 @@ func TestNoWorkerOutlivesItsParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = parent.Wait()
-	eventually(t, fmt.Sprintf("worker %d to exit after its parent died", pid), func() bool { return processGone(pid) })
+	testkit.Eventually(t, fmt.Sprintf("worker %d to exit after its parent died", pid), func() bool { return processGone(pid) })
 }
 
 // TestStartFailures checks the errors of workers that cannot start.
