@@ -1,10 +1,7 @@
 package api
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/omnistage/omnistage/internal/httpbody"
@@ -25,20 +22,6 @@ func (s *Server) readingBody(w http.ResponseWriter, read func() error) error {
 	_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyReadTimeout))
 	defer rc.SetReadDeadline(time.Time{})
 	return read()
-}
-
-// writeJSON writes v as a complete JSON response.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		httperr.Write(w, http.StatusInternalServerError, httperr.TypeServer, "internal_error", fmt.Sprintf("encoding the response: %v", err))
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)+1))
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
 }
 
 func (s *Server) newBodyWriter(w http.ResponseWriter) *httpbody.Writer {

@@ -73,7 +73,7 @@ func (s *Server) generateWhole(w http.ResponseWriter, r *http.Request, st *orche
 		}
 		resp.Outputs = append(resp.Outputs, apijson.GenerateOutput{Stage: o.Stage, Modality: string(o.Kind), Finished: o.Final, Outputs: rendered})
 	}
-	writeJSON(w, http.StatusOK, resp)
+	httpbody.WriteJSON(w, http.StatusOK, resp)
 }
 
 // eventWriter writes the events of a streamed answer, NDJSON or SSE, one

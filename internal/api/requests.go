@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/omnistage/omnistage/internal/apijson"
+	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 )
@@ -19,7 +20,7 @@ func (s *Server) abort(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apijson.RequestState{ID: id, State: "aborted"})
+	httpbody.WriteJSON(w, http.StatusOK, apijson.RequestState{ID: id, State: "aborted"})
 }
 
 // lookup returns the state of an active or draining request: active,
@@ -32,5 +33,5 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, httperr.Errorf(http.StatusNotFound, string(orchestrator.CodeNotFound), "no active request with id %q (it has ended, or never started)", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, apijson.RequestState{ID: id, State: state.String()})
+	httpbody.WriteJSON(w, http.StatusOK, apijson.RequestState{ID: id, State: state.String()})
 }

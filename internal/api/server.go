@@ -16,6 +16,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/hop"
+	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
@@ -234,7 +235,7 @@ func (s *Server) route(rt route) http.Handler {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, apijson.Status{Status: "ok"})
+	httpbody.WriteJSON(w, http.StatusOK, apijson.Status{Status: "ok"})
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
@@ -244,7 +245,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	case !s.orch.Ready():
 		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "pipeline %s is not ready: its replicas are warming up", s.cfg.Pipeline.Name))
 	default:
-		writeJSON(w, http.StatusOK, apijson.Status{Status: "ready"})
+		httpbody.WriteJSON(w, http.StatusOK, apijson.Status{Status: "ready"})
 	}
 }
 
@@ -253,7 +254,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	for _, m := range s.models {
 		list.Data = append(list.Data, apijson.Model{ID: m, Object: "model", Created: s.created, OwnedBy: "omnistage"})
 	}
-	writeJSON(w, http.StatusOK, list)
+	httpbody.WriteJSON(w, http.StatusOK, list)
 }
 
 // run answers POST /v1/run (package hop).

@@ -156,7 +156,7 @@ func TestChainRetries(t *testing.T) {
 	cfg := parse(t, textPipeline)
 	urls := startStages(t, cfg, "", nil)
 	var busy atomic.Int32
-	overloaded := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	overloaded := apitest.Handler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		busy.Add(1)
 		// Read some of the streamed input first, as a server that fails
 		// at admission has: the retry must send it again.

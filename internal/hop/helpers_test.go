@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -92,18 +91,6 @@ func prompt(text string, modalities ...string) *hop.RunRequest {
 	raw, _ := json.Marshal(hop.Prompt{Text: text})
 	zero := 0
 	return &hop.RunRequest{StageID: &zero, StageInput: raw, OutputModalities: modalities}
-}
-
-// serve serves h over HTTP/1.1 and h2c, as stage servers do.
-func serve(t testing.TB, h http.Handler) string {
-	t.Helper()
-	s := httptest.NewUnstartedServer(h)
-	s.Config.Protocols = new(http.Protocols)
-	s.Config.Protocols.SetHTTP1(true)
-	s.Config.Protocols.SetUnencryptedHTTP2(true)
-	s.Start()
-	t.Cleanup(s.Close)
-	return s.URL
 }
 
 // deadURL returns a URL on 127.0.0.1 where nothing listens.

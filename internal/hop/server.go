@@ -182,7 +182,7 @@ func (s *Server) runOneShot(w http.ResponseWriter, r *http.Request, c *call) err
 		return err
 	}
 	if resp.Finished {
-		writeJSON(w, resp)
+		httpbody.WriteJSON(w, http.StatusOK, resp)
 		return nil
 	}
 	s.writeHandOff(w, resp)
@@ -235,20 +235,6 @@ func merge(outs []payload.Output) (*apijson.Outputs, error) {
 		}
 	}
 	return &m, nil
-}
-
-// writeJSON writes v as a complete JSON answer.
-func writeJSON(w http.ResponseWriter, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		httperr.Write(w, http.StatusInternalServerError, httperr.TypeServer, "internal_error", fmt.Sprintf("encoding the response: %v", err))
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)+1))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(b, '\n'))
 }
 
 // writeHandOff writes a non-final answer without copying its payload into

@@ -1,14 +1,35 @@
-// Package httpbody writes HTTP response bodies under a deadline per write,
-// so that a client that stops reading cannot hold a request forever,
-// while a long stream is never cut by a deadline on the whole answer.
+// Package httpbody writes HTTP answers: whole JSON ones, and streamed
+// bodies under a deadline per write, so that a client that stops reading
+// cannot hold a request forever, while a long stream is never cut by a
+// deadline on the whole answer.
 package httpbody
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
+
+	"github.com/omnistage/omnistage/internal/httperr"
 )
+
+// WriteJSON writes v as a complete JSON answer with status and its
+// Content-Length. A v that does not encode (a bug) becomes a 500.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		httperr.Write(w, http.StatusInternalServerError, httperr.TypeServer, "internal_error", fmt.Sprintf("encoding the response: %v", err))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
 
 // Writer writes a response body. Each Write, WriteString and Flush must
 // finish within the timeout; the deadline is lifted as soon as each one is

@@ -6,6 +6,8 @@ package apitest
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -68,6 +70,20 @@ func Start(t testing.TB, cfg *pipeline.Config, orch orchestrator.Options, opts a
 	}
 	c.CloseIdleConnections()
 	return s
+}
+
+// Handler serves h on an ephemeral loopback port for the length of the
+// test, over HTTP/1.1 and h2c as omnistage servers do, and returns its
+// base URL: a fake stage server.
+func Handler(t testing.TB, h http.Handler) string {
+	t.Helper()
+	s := httptest.NewUnstartedServer(h)
+	s.Config.Protocols = new(http.Protocols)
+	s.Config.Protocols.SetHTTP1(true)
+	s.Config.Protocols.SetUnencryptedHTTP2(true)
+	s.Start()
+	t.Cleanup(s.Close)
+	return s.URL
 }
 
 // Stop stops the server and waits for it; its error fails the test. A

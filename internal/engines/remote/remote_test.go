@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/api/apitest"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/hop"
@@ -167,17 +168,7 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// startFake serves f over HTTP/1.1 and h2c, as stage servers do.
-func startFake(t *testing.T, f *fakeServer) string {
-	t.Helper()
-	s := httptest.NewUnstartedServer(f)
-	s.Config.Protocols = new(http.Protocols)
-	s.Config.Protocols.SetHTTP1(true)
-	s.Config.Protocols.SetUnencryptedHTTP2(true)
-	s.Start()
-	t.Cleanup(s.Close)
-	return s.URL
-}
+func startFake(t *testing.T, f *fakeServer) string { return apitest.Handler(t, f) }
 
 // newEngine builds a replica of stage of textPipeline at url, with the call
 // settings h.
