@@ -197,7 +197,7 @@ func (s *Server) answer(c *call, data []engine.Chunk) (*RunResponse, error) {
 	keep := env.From != c.stage && c.sel.Returns(env.From)
 	if c.stage == c.sel.Final {
 		_, spec := s.cfg.StageSpec(c.stage, 0)
-		outs := append(env.Carry(keep), payload.Output{Stage: c.stage, Kind: spec.Output, Chunks: data})
+		outs := append(env.Carry(keep), payload.StageOutput{Stage: c.stage, Kind: spec.Output, Chunks: data})
 		out, err := merge(outs)
 		if err != nil {
 			return nil, err
@@ -217,7 +217,7 @@ func (s *Server) answer(c *call, data []engine.Chunk) (*RunResponse, error) {
 
 // merge renders outs into one answer by modality; a later output of a
 // modality replaces an earlier one.
-func merge(outs []payload.Output) (*apijson.Outputs, error) {
+func merge(outs []payload.StageOutput) (*apijson.Outputs, error) {
 	var m apijson.Outputs
 	for _, o := range outs {
 		r, err := apijson.Render(o.Kind, o.Chunks)

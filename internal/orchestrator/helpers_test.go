@@ -164,11 +164,11 @@ func newFixture(t *testing.T, s setup) *fixture {
 }
 
 // collect reads a stream to its end.
-func collect(t *testing.T, s *Stream) ([]Output, error) {
+func collect(t *testing.T, s *Stream) ([]OutputChunk, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var outs []Output
+	var outs []OutputChunk
 	for {
 		out, err := s.Recv(ctx)
 		if errors.Is(err, io.EOF) {
@@ -181,7 +181,7 @@ func collect(t *testing.T, s *Stream) ([]Output, error) {
 	}
 }
 
-func texts(outs []Output) []string {
+func texts(outs []OutputChunk) []string {
 	var s []string
 	for _, o := range outs {
 		s = append(s, fmt.Sprintf("%d:%s", o.Stage, o.Chunk.Text.Text))

@@ -48,8 +48,8 @@ type StageCall struct {
 	Input engine.Source
 }
 
-// Output is one chunk of a selected output.
-type Output struct {
+// OutputChunk is one chunk of a selected output, as Stream.Recv returns it.
+type OutputChunk struct {
 	Stage int
 	Kind  engine.Kind
 	Chunk engine.Chunk
@@ -105,7 +105,7 @@ type request struct {
 
 	hop          bool
 	bindings     []binding
-	out          chan Output
+	out          chan OutputChunk
 	pending      atomic.Int32 // stage tasks not yet returned
 	state        atomic.Int32
 	stopOnClient func() bool
@@ -161,7 +161,7 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 		return nil, err
 	}
 
-	rq := &request{o: o, id: id, sel: sel, hop: req.Only != nil, out: make(chan Output, o.cfg.Deploy.StreamBuffer), done: make(chan struct{})}
+	rq := &request{o: o, id: id, sel: sel, hop: req.Only != nil, out: make(chan OutputChunk, o.cfg.Deploy.StreamBuffer), done: make(chan struct{})}
 	rq.ctx, rq.cancel = context.WithCancelCause(context.Background())
 	if err := o.admit(rq); err != nil {
 		rq.cancel(err)
@@ -582,7 +582,7 @@ func (s *stageSink) Send(ctx context.Context, c engine.Chunk) error {
 		}
 	}
 	if s.selected {
-		out := Output{Stage: s.stage, Kind: s.kind, Chunk: c, Final: s.final}
+		out := OutputChunk{Stage: s.stage, Kind: s.kind, Chunk: c, Final: s.final}
 		select {
 		case s.rq.out <- out:
 		default:
@@ -612,16 +612,16 @@ func (s *Stream) Selection() *pipeline.Selection { return s.rq.sel }
 // Recv returns the next output. It returns io.EOF once every selected output
 // is complete and the request has fully ended (bindings released, id free),
 // or the request's error if it failed or was aborted.
-func (s *Stream) Recv(ctx context.Context) (Output, error) {
+func (s *Stream) Recv(ctx context.Context) (OutputChunk, error) {
 	select {
 	case out, ok := <-s.rq.out:
 		if ok {
 			return out, nil
 		}
 		if s.rq.err != nil {
-			return Output{}, s.rq.err
+			return OutputChunk{}, s.rq.err
 		}
-		return Output{}, io.EOF
+		return OutputChunk{}, io.EOF
 	default:
 	}
 	select {
@@ -630,11 +630,11 @@ func (s *Stream) Recv(ctx context.Context) (Output, error) {
 			return out, nil
 		}
 		if s.rq.err != nil {
-			return Output{}, s.rq.err
+			return OutputChunk{}, s.rq.err
 		}
-		return Output{}, io.EOF
+		return OutputChunk{}, io.EOF
 	case <-ctx.Done():
-		return Output{}, ctx.Err()
+		return OutputChunk{}, ctx.Err()
 	}
 }
 

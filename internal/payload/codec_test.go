@@ -21,7 +21,7 @@ var update = flag.Bool("update", false, "rewrite testdata golden files")
 
 func TestRoundTrip(t *testing.T) {
 	carried := base(framesChunk(3, 4, 2))
-	carried.Carried = []Output{{Stage: 0, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(10)}}}
+	carried.Carried = []StageOutput{{Stage: 0, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(10)}}}
 	traced := base(audioChunk(3))
 	traced.Trace = testTrace
 	for _, tc := range []struct {
@@ -247,10 +247,10 @@ func TestBadPayloads(t *testing.T) {
 		{"params not JSON", with(func(e *Envelope) { e.Params[1] = json.RawMessage(`{"a":`) }), nil, Expect{}, CodeUndecodable, "sampling_params[1] is not a JSON object or null"},
 		{"unknown modality", with(func(e *Envelope) { e.Outputs = []string{"audio", "video"} }), nil, Expect{}, CodeOutOfRange, `output_modalities[1] is "video", which is not a kind`},
 		{"carried unselected", with(func(e *Envelope) {
-			e.Carried = []Output{{Stage: 0, Kind: engine.KindFrames, Chunks: []engine.Chunk{framesChunk(1, 1, 0)}}}
+			e.Carried = []StageOutput{{Stage: 0, Kind: engine.KindFrames, Chunks: []engine.Chunk{framesChunk(1, 1, 0)}}}
 		}), nil, Expect{}, CodeOutOfRange, `carried[0] is "frames", which is not one of the request's output_modalities (audio, timestamps)`},
 		{"carried stage out of range", with(func(e *Envelope) {
-			e.Carried = []Output{{Stage: 9, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(2)}}}
+			e.Carried = []StageOutput{{Stage: 9, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(2)}}}
 		}), nil, Expect{}, CodeOutOfRange, "carried[0] comes from stage 9"},
 		{"wrong stage", with(func(e *Envelope) { e.From, e.To = 1, 2 }), nil, Expect{}, CodeWrongStage, "payload is for stage 2, this server runs stage 1"},
 		{"wrong pipeline", with(func(e *Envelope) { e.Pipeline = "asr" }), nil, Expect{}, CodeWrongPipeline, `payload is for pipeline "asr", this server runs pipeline "tts"`},
@@ -278,7 +278,7 @@ func TestBadPayloads(t *testing.T) {
 		}), nil, Expect{}, CodeBadChunk, `words[1] "wörld" spans 430..10 ms`},
 		{"invalid UTF-8 text", with(func(e *Envelope) { e.Data = []engine.Chunk{textChunk("\xff")} }), nil, Expect{}, CodeBadChunk, "text is not valid UTF-8"},
 		{"bad carried chunk", with(func(e *Envelope) {
-			e.Carried = []Output{{Stage: 0, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(2), textChunk("x")}}}
+			e.Carried = []StageOutput{{Stage: 0, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(2), textChunk("x")}}}
 		}), nil, Expect{}, CodeBadChunk, "payload carried[0].chunks[1] is text, but the stream is audio"},
 		{"wrong input kind", with(func(*Envelope) {}), nil, Expect{Pipeline: "tts", Digest: testDigest, Stage: 1, NumStages: 3, Input: engine.KindAudio}, CodeBadChunk, "payload data[0] is frames, but stage 1 takes audio"},
 	} {
@@ -321,7 +321,7 @@ func TestBadPayloads(t *testing.T) {
 func TestSignedAlterations(t *testing.T) {
 	c := NewCodec(testKey)
 	e := base(framesChunk(3, 2, 1))
-	e.Carried = []Output{{Stage: 0, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(5)}}}
+	e.Carried = []StageOutput{{Stage: 0, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(5)}}}
 	s, err := c.Encode(e)
 	if err != nil {
 		t.Fatal(err)
@@ -445,13 +445,13 @@ func TestNextAndCarry(t *testing.T) {
 	}
 	// Enhance consumed the vocoder's audio, a selected output.
 	toAligner := toEnhance.Next(3, enhanced, true)
-	if want := []Output{{Stage: 1, Kind: engine.KindAudio, Chunks: vocoded}}; !reflect.DeepEqual(toAligner.Carried, want) {
+	if want := []StageOutput{{Stage: 1, Kind: engine.KindAudio, Chunks: vocoded}}; !reflect.DeepEqual(toAligner.Carried, want) {
 		t.Fatalf("Carried = %+v, want %+v", toAligner.Carried, want)
 	}
 	// The aligner answers with Carry(true): enhance's audio replaces the
 	// vocoder's.
 	answer := toAligner.Carry(true)
-	if want := []Output{{Stage: 2, Kind: engine.KindAudio, Chunks: enhanced}}; !reflect.DeepEqual(answer, want) {
+	if want := []StageOutput{{Stage: 2, Kind: engine.KindAudio, Chunks: enhanced}}; !reflect.DeepEqual(answer, want) {
 		t.Fatalf("Carry = %+v, want %+v", answer, want)
 	}
 	if got := toAligner.Carry(false); !reflect.DeepEqual(got, toAligner.Carried) {
@@ -486,7 +486,7 @@ func TestParamsFor(t *testing.T) {
 // envelope changes the golden file, and needs a new FormatVersion.
 func TestGolden(t *testing.T) {
 	e := base(framesChunk(2, 3, 1))
-	e.Carried = []Output{{Stage: 0, Kind: engine.KindTimestamps, Chunks: []engine.Chunk{wordsChunk()}}}
+	e.Carried = []StageOutput{{Stage: 0, Kind: engine.KindTimestamps, Chunks: []engine.Chunk{wordsChunk()}}}
 	e.Data = append(e.Data, framesChunk(1, 3, 1))
 	e.Trace = testTrace
 	for _, tc := range []struct {

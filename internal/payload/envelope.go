@@ -57,14 +57,14 @@ type Envelope struct {
 	Final int
 	// Carried are selected outputs of stages before From that must reach
 	// the final answer, at most one per kind (see Carry).
-	Carried []Output
+	Carried []StageOutput
 	// Data is the output of stage From: the input of stage To. All its
 	// chunks have the same kind.
 	Data []engine.Chunk
 }
 
-// Output is the output of one stage.
-type Output struct {
+// StageOutput is the whole output of one stage.
+type StageOutput struct {
 	// Stage is the id of the stage that produced it.
 	Stage int
 	// Kind is the kind of every chunk in Chunks.
@@ -114,12 +114,12 @@ func (e *Envelope) ParamsFor(id int) json.RawMessage {
 // replaces an earlier one of the same kind, so the answer holds the last
 // stage's audio when several stages produce audio. An empty e.Data adds
 // nothing. The final stage answers with Carry(keep) plus its own output.
-func (e *Envelope) Carry(keep bool) []Output {
+func (e *Envelope) Carry(keep bool) []StageOutput {
 	if !keep || len(e.Data) == 0 {
 		return e.Carried
 	}
-	kept := Output{Stage: e.From, Kind: e.Data[0].Kind(), Chunks: e.Data}
-	out := make([]Output, 0, len(e.Carried)+1)
+	kept := StageOutput{Stage: e.From, Kind: e.Data[0].Kind(), Chunks: e.Data}
+	out := make([]StageOutput, 0, len(e.Carried)+1)
 	for _, o := range e.Carried {
 		if o.Kind != kept.Kind {
 			out = append(out, o)

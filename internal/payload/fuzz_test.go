@@ -16,7 +16,7 @@ import (
 // anything it accepts must be valid and survive a re-encode unchanged.
 func FuzzDecode(f *testing.F) {
 	carried := base(framesChunk(2, 2, 1))
-	carried.Carried = []Output{{Stage: 0, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(3)}}}
+	carried.Carried = []StageOutput{{Stage: 0, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(3)}}}
 	valid := [][]byte{}
 	for _, e := range []*Envelope{
 		base(textChunk("Hello")),

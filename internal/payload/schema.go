@@ -350,7 +350,7 @@ var (
 		fieldOf("in", "prompt", required, mapOf(promptSchema), func(e *Envelope) *engine.Prompt { return &e.Prompt }, "the request's original input"),
 		fieldOf("o", "output_modalities", nonEmpty, arrayOf(strV), func(e *Envelope) *[]string { return &e.Outputs }, "selected output kinds"),
 		fieldOf("fs", "final_stage", required, intV, func(e *Envelope) *int { return &e.Final }, "the request's final stage"),
-		fieldOf("c", "carried", required, arrayOf(mapOf(outputSchema)), func(e *Envelope) *[]Output { return &e.Carried }, "outputs of earlier stages for the answer"),
+		fieldOf("c", "carried", required, arrayOf(mapOf(outputSchema)), func(e *Envelope) *[]StageOutput { return &e.Carried }, "outputs of earlier stages for the answer"),
 		fieldOf("d", "data", required, arrayOf(chunkV), func(e *Envelope) *[]engine.Chunk { return &e.Data }, "output of stage from, input of stage to"),
 	)
 
@@ -359,9 +359,9 @@ var (
 	)
 
 	outputSchema = newSchema("output", "a carried output",
-		fieldOf("s", "stage", required, intV, func(o *Output) *int { return &o.Stage }, "the stage that produced it"),
-		fieldOf("k", "kind", required, strOf[engine.Kind](), func(o *Output) *engine.Kind { return &o.Kind }, "the kind of its chunks"),
-		fieldOf("d", "chunks", required, arrayOf(chunkV), func(o *Output) *[]engine.Chunk { return &o.Chunks }, "the stage's output, in order"),
+		fieldOf("s", "stage", required, intV, func(o *StageOutput) *int { return &o.Stage }, "the stage that produced it"),
+		fieldOf("k", "kind", required, strOf[engine.Kind](), func(o *StageOutput) *engine.Kind { return &o.Kind }, "the kind of its chunks"),
+		fieldOf("d", "chunks", required, arrayOf(chunkV), func(o *StageOutput) *[]engine.Chunk { return &o.Chunks }, "the stage's output, in order"),
 	)
 
 	chunkSchema = newSchema("chunk", "one chunk of a stream: exactly one key",

@@ -409,7 +409,7 @@ func TestStreamGrammar(t *testing.T) {
 		{"no end", []streamFrame{h, audio}, nil, CodeTruncated, "before its end frame"},
 		{"header with data", []streamFrame{hdr(FrameHandOff, func(e *Envelope) { e.Data = []engine.Chunk{audioChunk(2)} }), end}, nil, CodeBadFrame, "holds 1 data chunks"},
 		{"header with carried", []streamFrame{hdr(FrameHandOff, func(e *Envelope) {
-			e.Carried = []Output{{Stage: 0, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(2)}}}
+			e.Carried = []StageOutput{{Stage: 0, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(2)}}}
 		}), end}, nil, CodeBadFrame, "1 carried outputs"},
 		{"result to another stage", []streamFrame{hdr(FrameResult, func(e *Envelope) { e.To = 2 }), end}, nil, CodeBadFrame, "result header has from 1 and to 2"},
 		{"header not a map", []streamFrame{{kind: FrameHandOff, body: []byte{0x2a}}, end}, nil, CodeUndecodable, "payload stream header does not decode: want a map"},

@@ -106,8 +106,9 @@ func (r *Route) Prefix(final int) []int {
 // String renders the chain as "0 -> 2 -> 1".
 func (r *Route) String() string { return chainString(r.chain) }
 
-// Output is one output a request selected: the stage that produces it.
-type Output struct {
+// Selected is one output a request selected: the stage that produces it,
+// and its kind.
+type Selected struct {
 	Stage int
 	Kind  engine.Kind
 }
@@ -117,7 +118,7 @@ type Output struct {
 type Selection struct {
 	Final   int
 	Stages  []int
-	Outputs []Output
+	Outputs []Selected
 	// NeedParams is the shortest sampling_params array this request accepts.
 	NeedParams int
 	numIDs     int
@@ -145,13 +146,13 @@ func (r *Route) selectNew(modalities []string) (*Selection, error) {
 	if len(modalities) == 0 {
 		modalities = []string{string(r.output[r.Tail()])}
 	}
-	var outs []Output
+	var outs []Selected
 	for _, m := range modalities {
 		k := engine.Kind(m)
 		if !k.Valid() {
 			return nil, &SelectError{Msg: fmt.Sprintf("unknown output modality %q (modalities: %s)", m, kindList())}
 		}
-		if slices.ContainsFunc(outs, func(o Output) bool { return o.Kind == k }) {
+		if slices.ContainsFunc(outs, func(o Selected) bool { return o.Kind == k }) {
 			continue
 		}
 		best := -1
@@ -163,9 +164,9 @@ func (r *Route) selectNew(modalities []string) (*Selection, error) {
 		if best < 0 {
 			return nil, r.unservable(k)
 		}
-		outs = append(outs, Output{Stage: best, Kind: k})
+		outs = append(outs, Selected{Stage: best, Kind: k})
 	}
-	slices.SortFunc(outs, func(a, b Output) int { return r.pos[a.Stage] - r.pos[b.Stage] })
+	slices.SortFunc(outs, func(a, b Selected) int { return r.pos[a.Stage] - r.pos[b.Stage] })
 	final := outs[len(outs)-1].Stage
 	need := 0
 	for _, id := range r.chain[:r.pos[final]+1] {
@@ -223,7 +224,7 @@ func (s *Selection) CheckParams(n int) error {
 
 // Returns reports whether the selection returns stage id's output.
 func (s *Selection) Returns(id int) bool {
-	return slices.ContainsFunc(s.Outputs, func(o Output) bool { return o.Stage == id })
+	return slices.ContainsFunc(s.Outputs, func(o Selected) bool { return o.Stage == id })
 }
 
 // resolveRoute builds the route of a pipeline whose stages passed their own
@@ -394,7 +395,7 @@ func resolveRoute(p *Pipeline, errs *errList) *Route {
 		r.defaultSel, _ = r.selectNew(nil)
 		r.onlySel = make([]*Selection, len(r.pos))
 		for _, id := range chain {
-			r.onlySel[id] = &Selection{Final: id, Stages: []int{id}, Outputs: []Output{{Stage: id, Kind: r.output[id]}}, NeedParams: id + 1, numIDs: len(r.pos)}
+			r.onlySel[id] = &Selection{Final: id, Stages: []int{id}, Outputs: []Selected{{Stage: id, Kind: r.output[id]}}, NeedParams: id + 1, numIDs: len(r.pos)}
 		}
 	}
 	return r

@@ -151,7 +151,7 @@ func generate(o *orchestrator.Orchestrator, req orchestrator.Request) (string, e
 }
 
 // outputs runs one request and returns its outputs.
-func outputs(o *orchestrator.Orchestrator, req orchestrator.Request) ([]orchestrator.Output, error) {
+func outputs(o *orchestrator.Orchestrator, req orchestrator.Request) ([]orchestrator.OutputChunk, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := o.Submit(ctx, req)
@@ -159,7 +159,7 @@ func outputs(o *orchestrator.Orchestrator, req orchestrator.Request) ([]orchestr
 		return nil, err
 	}
 	defer s.Close()
-	var outs []orchestrator.Output
+	var outs []orchestrator.OutputChunk
 	for {
 		out, err := s.Recv(ctx)
 		if errors.Is(err, io.EOF) {
