@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 // runChain posts first to stage 0's server, then each answer's stage_input
@@ -367,4 +370,65 @@ func FuzzRun(f *testing.F) {
 			t.Fatalf("body %q: %d answer %s is not an OpenAI error", body, rec.Code, rec.Body)
 		}
 	})
+}
+
+// TestRunHopIdentity posts the same stage 1 payload twice at once to a
+// headless stage server, as a coordinator that retried a hop would: both
+// run (no 409), GET /v1/requests/{id} sees them, and one DELETE of the
+// request's id aborts both and leaves the server idle. Posted again, both
+// finish with the same answer.
+func TestRunHopIdentity(t *testing.T) {
+	hold := newGate()
+	var calls atomic.Int32
+	fakes := &fakeHooks{chunk: func(ctx context.Context, name string, n int) error {
+		if name != "test-synth" {
+			return nil
+		}
+		calls.Add(1)
+		return hold.wait(ctx)
+	}}
+	one := 1
+	f := newFixture(t, setup{yaml: speechYAML, fakes: fakes, opts: Options{Stage: &one}})
+	entry := newFixture(t, setup{yaml: speechYAML})
+	first := stage0(t, entry, "audio")
+	body := map[string]any{"stage_id": 1, "stage_input": first.StageInput}
+	id := first.RequestID
+
+	type answer struct {
+		status int
+		body   []byte
+	}
+	post := func() <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			resp, data := f.do(context.Background(), http.MethodPost, "/v1/run", body)
+			ch <- answer{resp.StatusCode, data}
+		}()
+		return ch
+	}
+	a, b := post(), post()
+	testkit.Eventually(t, "both hops to run", func() bool { return calls.Load() == 2 })
+	resp, data := f.do(context.Background(), http.MethodGet, "/v1/requests/"+id, nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(data), `"state":"active"`) {
+		t.Fatalf("GET /v1/requests/%s: %d %s", id, resp.StatusCode, data)
+	}
+	resp, data = f.do(context.Background(), http.MethodDelete, "/v1/requests/"+id, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("DELETE: %d %s", resp.StatusCode, data)
+	}
+	for _, ch := range []<-chan answer{a, b} {
+		if ans := <-ch; ans.status != 499 || !strings.Contains(string(ans.body), `"code":"aborted"`) {
+			t.Errorf("an aborted hop answered %d %s", ans.status, ans.body)
+		}
+	}
+	if st := f.orch.Stats(); st.InFlight != 0 || st.Bindings() != 0 {
+		t.Errorf("after the abort: %+v", st)
+	}
+
+	hold.open()
+	a, b = post(), post()
+	x, y := <-a, <-b
+	if x.status != 200 || y.status != 200 || !bytes.Equal(x.body, y.body) {
+		t.Errorf("the same hop twice: %d %.200s / %d %.200s", x.status, x.body, y.status, y.body)
+	}
 }

@@ -3,6 +3,7 @@ package hop_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +12,11 @@ import (
 	"github.com/omnistage/omnistage/internal/api/apitest"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/remote"
+	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 // hopBench is two text stages: stage 0 makes chunks of about 3 KB (as
@@ -35,7 +38,8 @@ deploy:
 
 // BenchmarkHop measures what a streamed hop costs: the same request (1 or
 // 64 chunks of about 3 KB through a pass-through stage) with the stage in
-// process and on a stage server over loopback, signed and unsigned. The
+// process and on a stage server over loopback, signed and unsigned, and,
+// for comparison, over h2c. The
 // hop's cost per request is the chunks=1 difference between remote and
 // inproc; its cost per chunk is the chunks=64 difference less that, over
 // 63.
@@ -47,17 +51,31 @@ func BenchmarkHop(b *testing.B) {
 	url := apitest.Start(b, server, orchestrator.Options{Registry: registry(nil)}, api.Options{Stage: &stage, Codec: signed}).URL
 	unsignedURL := apitest.Start(b, server, orchestrator.Options{Registry: registry(nil)}, api.Options{Stage: &stage, Codec: unsigned}).URL
 	text := strings.Repeat("x", 3200)
+	// h2c is the transport the hop did not choose (see the package
+	// documentation), measured for comparison.
+	h2c := hop.NewHTTPClient()
+	h2c.Transport.(*http.Transport).Protocols = new(http.Protocols)
+	h2c.Transport.(*http.Transport).Protocols.SetUnencryptedHTTP2(true)
+	remoteDeploy := "    - {id: 1, placement: remote, max_inflight: 64, endpoints: [%q], options: {passthrough: true}}"
 	for _, tc := range []struct {
 		name, deploy string
 		codec        *payload.Codec
+		client       *http.Client
 	}{
-		{"inproc", "    - {id: 1, max_inflight: 64, options: {passthrough: true}}", signed},
-		{"remote", fmt.Sprintf("    - {id: 1, placement: remote, max_inflight: 64, endpoints: [%q], options: {passthrough: true}}", url), signed},
-		{"remote-unsigned", fmt.Sprintf("    - {id: 1, placement: remote, max_inflight: 64, endpoints: [%q], options: {passthrough: true}}", unsignedURL), unsigned},
+		{"inproc", "    - {id: 1, max_inflight: 64, options: {passthrough: true}}", signed, nil},
+		{"remote", fmt.Sprintf(remoteDeploy, url), signed, nil},
+		{"remote-unsigned", fmt.Sprintf(remoteDeploy, unsignedURL), unsigned, nil},
+		{"remote-h2c", fmt.Sprintf(remoteDeploy, url), signed, h2c},
 	} {
 		for _, chunks := range []int{1, 64} {
 			cfg := parse(b, fmt.Sprintf(hopBench, chunks, tc.deploy))
-			o := orchtest.Start(b, cfg, orchestrator.Options{Registry: registry(nil), Remote: remote.Placement(cfg, tc.codec)}, 10*time.Second)
+			place := remote.Placement(cfg, tc.codec)
+			if tc.client != nil {
+				place = func(spec engine.Spec, d *pipeline.DeployStage, endpoint string) (engine.Engine, error) {
+					return remote.New(remote.Config{Stage: spec, Pipeline: cfg, Endpoint: endpoint, Client: &hop.Client{HTTP: tc.client}, Codec: tc.codec, Hop: d.Hop})
+				}
+			}
+			o := orchtest.Start(b, cfg, orchestrator.Options{Registry: registry(nil), Remote: place}, 10*time.Second)
 			b.Run(fmt.Sprintf("%s/chunks=%d", tc.name, chunks), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {

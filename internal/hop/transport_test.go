@@ -73,9 +73,15 @@ func BenchmarkTransport(b *testing.B) {
 		open := func() (*payload.StreamWriter, *io.PipeWriter, *payload.StreamReader, io.Closer) {
 			pr, pw := io.Pipe()
 			sw := codec.NewStreamWriter(pw)
-			go func() { _ = sw.Header(payload.FrameHandOff, head) }()
+			// The header goes as the transport reads it, before the answer
+			// comes.
+			wrote := make(chan error, 1)
+			go func() { wrote <- sw.Header(payload.FrameHandOff, head) }()
 			a, err := client.Open(context.Background(), s.URL, pr, ContentType)
 			if err != nil {
+				b.Fatal(err)
+			}
+			if err := <-wrote; err != nil {
 				b.Fatal(err)
 			}
 			sr := codec.NewStreamReader(a.Body)
