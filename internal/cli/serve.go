@@ -40,7 +40,7 @@ func serve(ctx context.Context, env Env, args []string) int {
 	config := fs.String("config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline)")
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 	stage := fs.Int("stage", -1, "serve only this stage's POST /v1/run: a headless stage server")
-	payloadKeyFile := fs.String("payload-key-file", "", "file holding the key that signs /v1/run payloads (HMAC-SHA256); default: $"+payloadKeyEnv+", or unsigned")
+	payloadKeyFile := fs.String("payload-key-file", "", "file holding the key that signs /v1/run payloads (AES-GMAC, keys derived by HKDF-SHA256); default: $"+payloadKeyEnv+", or unsigned")
 	apiKeyFile := fs.String("api-key-file", "", "file holding the API key clients must send as a bearer token (/health and /ready stay open)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "how long a stop waits for requests in flight before aborting them")
 	maxConns := fs.Int("max-conns", api.DefaultMaxConns, "connections open at once; more wait to be accepted")
@@ -156,7 +156,7 @@ func serve(ctx context.Context, env Env, args []string) int {
 	return ExitOK
 }
 
-// minKeyLen is the shortest key accepted: HMAC keys and bearer tokens
+// minKeyLen is the shortest key accepted: payload keys and bearer tokens
 // shorter than this are guessable.
 const minKeyLen = 16
 

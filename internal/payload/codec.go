@@ -92,7 +92,7 @@ func (c *Codec) marshal(b []byte, e *Envelope) ([]byte, error) {
 	if err != nil || c.mac == nil {
 		return b, err
 	}
-	return c.mac.sum(b, b[start:start+headerLen], b[start+headerLen:]), nil
+	return c.mac.sealPayload(b, start), nil
 }
 
 // body appends the binary payload of e without its tag to b, after
@@ -113,7 +113,7 @@ func (c *Codec) body(b []byte, e *Envelope) ([]byte, error) {
 	}
 	n := len(b) - start
 	if c.mac != nil {
-		n += tagLen
+		n += sealLen
 	}
 	if n > c.maxSize {
 		return nil, newError(CodeTooLarge, "the output of stage %d makes a payload of %s, more than the limit of %s; send shorter input or raise the payload size limit", e.From, size(n), size(c.maxSize))
@@ -186,11 +186,11 @@ func (c *Codec) Decode(s string, want Expect) (*Envelope, error) {
 }
 
 func (c *Codec) unmarshal(b []byte, want *Expect) (*Envelope, error) {
-	body, tag, err := c.open(b)
+	body, seal, err := c.open(b)
 	if err != nil {
 		return nil, err
 	}
-	if tag != nil && !c.mac.verify(tag, b[:headerLen], body) {
+	if seal != nil && !c.mac.checkPayload(b[:headerLen+len(body)], seal) {
 		return nil, newError(CodeSignatureInvalid, "payload signature does not match: it was altered, or signed with another key; give every stage server the same payload key")
 	}
 	e, err := decodeEnvelope(body)
@@ -216,9 +216,9 @@ func decodeEnvelope(body []byte) (*Envelope, *Error) {
 }
 
 // open checks the header of a binary payload and returns its msgpack body
-// and its tag: nil when the payload is unsigned or the codec has no key,
-// since then there is nothing to check.
-func (c *Codec) open(bin []byte) (body, tag []byte, err *Error) {
+// and its seal (nonce and tag): nil when the payload is unsigned or the
+// codec has no key, since then there is nothing to check.
+func (c *Codec) open(bin []byte) (body, seal []byte, err *Error) {
 	if len(bin) < headerLen || string(bin[:len(magic)]) != magic {
 		return nil, nil, newError(CodeBadMagic, "stage_input is not an omnistage payload; pass the stage_input of the previous /v1/run response unchanged")
 	}
@@ -236,14 +236,14 @@ func (c *Codec) open(bin []byte) (body, tag []byte, err *Error) {
 		}
 		return body, nil, nil
 	}
-	if len(body) < tagLen {
+	if len(body) < sealLen {
 		return nil, nil, newError(CodeSignatureInvalid, "payload is too short to hold its signature (was it truncated?)")
 	}
-	body, tag = body[:len(body)-tagLen], body[len(body)-tagLen:]
+	body, seal = body[:len(body)-sealLen], body[len(body)-sealLen:]
 	if c.mac == nil {
 		return body, nil, nil
 	}
-	return body, tag, nil
+	return body, seal, nil
 }
 
 func notBase64(why string) *Error {

@@ -1,7 +1,6 @@
 package payload
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
 	"math"
@@ -87,29 +86,14 @@ func wordsChunk() engine.Chunk {
 }
 
 // frame builds the binary payload of body: header with flags, body, and a
-// tag made with key when key is not nil.
+// seal (an all-zero nonce and a tag) made with key when key is not nil.
 func frame(version, flags byte, body, key []byte) []byte {
 	b := append([]byte(magic), version, flags)
 	b = append(b, body...)
 	if key != nil {
-		b = append(b, digestListMAC(key, b[:headerLen], b[headerLen:])...)
+		b = append(b, referenceSeal(key, b, make([]byte, nonceLen))...)
 	}
 	return b
-}
-
-// digestListMAC is the MAC of the package documentation, written out here
-// independently of mac.go: HMAC-SHA256(key, head || the SHA-256 of each
-// 64 KiB block of body).
-func digestListMAC(key, head, body []byte) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write(head)
-	for len(body) > 0 {
-		n := min(len(body), 64<<10)
-		d := sha256.Sum256(body[:n])
-		m.Write(d[:])
-		body = body[n:]
-	}
-	return m.Sum(nil)
 }
 
 // raw encodes e without validating it, so tests can build payloads that

@@ -1,80 +1,115 @@
 package payload
 
 import (
-	"crypto/hmac"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
 	"crypto/sha256"
-	"hash"
-	"runtime"
-	"sync"
-	"sync/atomic"
+	"encoding/binary"
+	"fmt"
 )
 
 const (
-	// tagLen is the length of every tag: an HMAC-SHA256.
-	tagLen = sha256.Size
-	// macBlock is the size of the body blocks whose SHA-256 digests a tag
-	// covers (the last block may be shorter).
-	macBlock = 64 << 10
+	// tagLen is the length of a GMAC tag: a payload's tag, and a signed
+	// stream frame's.
+	tagLen = 16
+	// sealLen is what a signed payload carries after its body: its nonce,
+	// then its tag.
+	sealLen = nonceLen + tagLen
+	// nonceLen is the length of the random nonce of a payload or a stream,
+	// from which the key of its tags is derived.
+	nonceLen = 16
+
+	// The HKDF info strings of the keys of payloads and of streams: a
+	// payload's key can never be a stream's.
+	payloadKeyInfo = "omnistage payload GMAC key\x00"
+	streamKeyInfo  = "omnistage stream GMAC key\x00"
 )
 
-// macer computes the tags of one key. It is safe for concurrent use.
+// macer holds the key of a Codec and derives from it the key of each
+// payload and stream. It is safe for concurrent use.
 type macer struct {
-	pool sync.Pool // of hash.Hash: HMAC-SHA256 with the key
+	prk []byte // HKDF-Extract(SHA-256, salt: none, the configured key)
 }
 
 func newMacer(key []byte) *macer {
-	return &macer{pool: sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+	prk, err := hkdf.Extract(sha256.New, key, nil)
+	if err != nil {
+		panic(fmt.Sprintf("payload: HKDF refuses the key: %v", err)) // only in FIPS 140-only mode, for a short key
+	}
+	return &macer{prk: prk}
 }
 
-// sum appends to dst the tag of head and body, the digest-list MAC of the
-// package documentation: HMAC-SHA256(key, head || SHA-256(block 0) || ...
-// || SHA-256(block k-1)), where the blocks are body cut into macBlock
-// bytes (none when body is empty). Every tag of the package, of payloads
-// and of stream frames, is made here.
-func (m *macer) sum(dst, head, body []byte) []byte {
-	h := m.pool.Get().(hash.Hash)
-	h.Reset()
-	h.Write(head)
-	if len(body) > macBlock {
-		h.Write(blockDigests(body))
-	} else if len(body) > 0 {
-		d := sha256.Sum256(body)
-		h.Write(d[:])
-	}
-	dst = h.Sum(dst)
-	m.pool.Put(h)
-	return dst
+// sealer makes or checks the tags of one payload or one stream: GMAC
+// (AES-256-GCM with no plaintext) under the key derived from the codec's
+// key, info and binding (the payload's header and nonce, the stream's
+// preamble), with the frame counter as the GCM nonce, so that no nonce
+// is used twice under one key. It is not safe for concurrent use.
+type sealer struct {
+	gcm cipher.AEAD
+	n   uint64 // the counter of the next tag
 }
 
-// verify reports whether tag is the tag of head and body, in constant time.
-func (m *macer) verify(tag, head, body []byte) bool {
-	var sum [tagLen]byte
-	return hmac.Equal(m.sum(sum[:0], head, body), tag)
+func (m *macer) sealer(info string, binding ...[]byte) *sealer {
+	for _, b := range binding {
+		info += string(b)
+	}
+	key, err := hkdf.Expand(sha256.New, m.prk, info, 32)
+	if err != nil {
+		panic(fmt.Sprintf("payload: HKDF-Expand: %v", err)) // only for a key length out of range
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		panic(fmt.Sprintf("payload: AES: %v", err))
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		panic(fmt.Sprintf("payload: GCM: %v", err))
+	}
+	return &sealer{gcm: gcm}
 }
 
-// blockDigests returns the SHA-256 digests of the macBlock-sized blocks of
-// body, in order, computed on up to GOMAXPROCS goroutines (the caller's
-// among them), each taking the next block not yet taken until none is
-// left.
-func blockDigests(body []byte) []byte {
-	n := (len(body) + macBlock - 1) / macBlock
-	digests := make([]byte, n*sha256.Size)
-	var next atomic.Int64
-	work := func() {
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= n {
-				return
-			}
-			d := sha256.Sum256(body[i*macBlock : min((i+1)*macBlock, len(body))])
-			copy(digests[i*sha256.Size:], d[:])
-		}
+// seal appends to dst the tag of the next frame, whose bytes are msg.
+func (s *sealer) seal(dst, msg []byte) []byte {
+	nonce := s.nonce()
+	return s.gcm.Seal(dst, nonce[:], nil, msg)
+}
+
+// check reports whether tag is the tag of the next frame, whose bytes are
+// msg; the comparison takes constant time. The counter moves on either
+// way.
+func (s *sealer) check(tag, msg []byte) bool {
+	if len(tag) != tagLen {
+		return false
 	}
-	var wg sync.WaitGroup
-	for range min(n, runtime.GOMAXPROCS(0)) - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
-	return digests
+	nonce := s.nonce()
+	_, err := s.gcm.Open(nil, nonce[:], tag, msg)
+	return err == nil
+}
+
+// nonce returns the GCM nonce of the next frame and moves the counter on.
+func (s *sealer) nonce() [12]byte {
+	var nonce [12]byte
+	binary.BigEndian.PutUint64(nonce[4:], s.n)
+	s.n++
+	return nonce
+}
+
+// sealPayload appends to b, whose bytes from start on are a payload's
+// header and body, the payload's seal: a new random nonce, then the tag of
+// header and body under the key derived from header and nonce.
+func (m *macer) sealPayload(b []byte, start int) []byte {
+	var nonce [nonceLen]byte
+	rand.Read(nonce[:]) // never fails: it crashes the program instead
+	s := m.sealer(payloadKeyInfo, b[start:start+headerLen], nonce[:])
+	b = append(b, nonce[:]...)
+	return s.seal(b, b[start:len(b)-nonceLen])
+}
+
+// checkPayload reports whether seal is the seal of msg, a payload's header
+// and body.
+func (m *macer) checkPayload(msg, seal []byte) bool {
+	nonce, tag := seal[:nonceLen], seal[nonceLen:]
+	return m.sealer(payloadKeyInfo, msg[:headerLen], nonce).check(tag, msg)
 }

@@ -19,7 +19,6 @@ const StreamVersion = 1
 
 const (
 	streamMagic  = "OSTS"
-	nonceLen     = 16
 	preambleLen  = len(streamMagic) + 2 + nonceLen // magic, version, flags, nonce
 	frameHeadLen = 5                               // kind, body length
 	// minGrow is the step in which a frame body's buffer grows beyond what
@@ -104,7 +103,7 @@ type StreamWriter struct {
 	c        *Codec
 	w        io.Writer
 	preamble [preambleLen]byte
-	tag      [tagLen]byte // the previous frame's tag, or t_pre
+	seal     *sealer // nil without a key
 	state    streamState
 	kind     engine.Kind // of the data frames so far
 	frames   int         // frames written
@@ -130,7 +129,7 @@ func (c *Codec) NewStreamWriter(w io.Writer) *StreamWriter {
 	}
 	rand.Read(s.preamble[len(streamMagic)+2:]) // never fails: it crashes the program instead
 	if c.mac != nil {
-		c.mac.sum(s.tag[:0], s.preamble[:], nil)
+		s.seal = c.mac.sealer(streamKeyInfo, s.preamble[:])
 	}
 	return s
 }
@@ -253,13 +252,9 @@ func (s *StreamWriter) frame(kind FrameKind, hint int, body func([]byte) ([]byte
 		return newError(CodeTooLarge, "a %s frame of %s is more than the payload size limit of %s; send shorter chunks or raise the limit", kind, size(n), size(s.c.maxSize))
 	}
 	binary.BigEndian.PutUint32(b[start+1:], uint32(n))
-	if s.c.mac != nil {
-		var head [tagLen + frameHeadLen]byte
-		copy(head[:], s.tag[:])
-		copy(head[tagLen:], b[start:])
-		b = s.c.mac.sum(b, head[:], b[start+frameHeadLen:])
+	if s.seal != nil {
+		b = s.seal.seal(b, b[start:])
 		*buf = b[:0]
-		copy(s.tag[:], b[len(b)-tagLen:])
 	}
 	if _, err := s.w.Write(b); err != nil {
 		s.err = fmt.Errorf("payload stream: writing frame %d: %w", s.frames, err)
@@ -299,8 +294,8 @@ func headerProblem(kind FrameKind, e *Envelope) *Error {
 type StreamReader struct {
 	c       *Codec
 	r       io.Reader
-	signed  bool // the preamble's signed flag
-	tag     [tagLen]byte
+	signed  bool    // the preamble's signed flag
+	seal    *sealer // checks the tags: signed, and the codec has a key
 	state   streamState
 	hdrKind FrameKind
 	hdr     Envelope // as read, for Check
@@ -449,7 +444,7 @@ func (s *StreamReader) readPreamble() error {
 		return newError(CodeSignatureMissing, "payload stream is not signed, but this server only accepts signed streams; give every stage server the same payload key")
 	}
 	if s.signed && s.c.mac != nil {
-		s.c.mac.sum(s.tag[:0], p[:], nil)
+		s.seal = s.c.mac.sealer(streamKeyInfo, p[:])
 	}
 	return nil
 }
@@ -552,34 +547,27 @@ func (s *StreamReader) readFrame() (FrameKind, []byte, error) {
 	if s.signed {
 		total += tagLen
 	}
-	b, err := s.readBody(total)
+	b, err := s.readBody(head[:], total)
 	if err != nil {
 		return 0, nil, s.readError(err)
 	}
-	body := b[:n]
-	if s.signed {
-		tag := b[n:]
-		if s.c.mac != nil {
-			var h [tagLen + frameHeadLen]byte
-			copy(h[:], s.tag[:])
-			copy(h[tagLen:], head[:])
-			if !s.c.mac.verify(tag, h[:], body) {
-				return 0, nil, newError(CodeSignatureInvalid, "payload stream frame %d does not match its signature: it was altered, reordered, dropped, repeated or taken from another stream, or signed with another key", s.frames)
-			}
-		}
-		copy(s.tag[:], tag)
+	frame := b[:frameHeadLen+n]
+	if s.seal != nil && !s.seal.check(b[len(frame):], frame) {
+		return 0, nil, newError(CodeSignatureInvalid, "payload stream frame %d does not match its signature: it was altered, reordered, dropped, repeated or taken from another stream, or signed with another key", s.frames)
 	}
 	s.frames++
-	return kind, body, nil
+	return kind, frame[frameHeadLen:], nil
 }
 
-// readBody reads n bytes into the reader's buffer, which grows by at most
-// minGrow or what it already holds at a time, as the bytes arrive.
-func (s *StreamReader) readBody(n int) ([]byte, error) {
+// readBody returns head followed by n bytes read, in the reader's buffer,
+// which grows by at most minGrow or what it already holds at a time, as
+// the bytes arrive.
+func (s *StreamReader) readBody(head []byte, n int) ([]byte, error) {
 	if s.buf == nil {
 		s.buf = getBuffer(0)
 	}
-	b := (*s.buf)[:0]
+	b := append((*s.buf)[:0], head...)
+	n += len(head)
 	defer func() { *s.buf = b[:0] }()
 	for len(b) < n {
 		if len(b) == cap(b) {

@@ -124,8 +124,8 @@ func joinStream(pre []byte, frames ...streamFrame) []byte {
 }
 
 // buildStream assembles a stream with a preamble of flags and nonce and the
-// kinds and bodies of frames, tagged with key when it is not nil: the tag
-// chain of the package documentation, written out independently of
+// kinds and bodies of frames, tagged with key when it is not nil: the
+// tags of the package documentation, written out independently of
 // stream.go.
 func buildStream(key, nonce []byte, frames ...streamFrame) []byte {
 	pre := append([]byte(streamMagic), StreamVersion, 0)
@@ -134,14 +134,16 @@ func buildStream(key, nonce []byte, frames ...streamFrame) []byte {
 	}
 	pre = append(pre, nonce...)
 	b := bytes.Clone(pre)
-	prev := digestListMAC(key, pre, nil)
-	for _, f := range frames {
+	var sealKey []byte
+	if key != nil {
+		sealKey = referenceKey(key, "omnistage stream GMAC key\x00", pre)
+	}
+	for i, f := range frames {
 		head := append([]byte{byte(f.kind)}, binary.BigEndian.AppendUint32(nil, uint32(len(f.body)))...)
 		b = append(b, head...)
 		b = append(b, f.body...)
 		if key != nil {
-			prev = digestListMAC(key, append(bytes.Clone(prev), head...), f.body)
-			b = append(b, prev...)
+			b = append(b, referenceTag(sealKey, uint64(i), append(head, f.body...))...)
 		}
 	}
 	return b
