@@ -33,10 +33,12 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
 
 # fuzz runs each fuzz target for a minute: config decoding and route
-# resolution, payload decoding, payload stream frames, /v1/run JSON bodies.
+# resolution, payload decoding, payload stream frames, the payload base64
+# against the standard library's, /v1/run JSON bodies.
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/pipeline
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./internal/payload
+	$(GO) test -run '^$$' -fuzz 'FuzzDecode$$' -fuzztime 60s ./internal/payload
+	$(GO) test -run '^$$' -fuzz FuzzBase64 -fuzztime 60s ./internal/payload
 	$(GO) test -run '^$$' -fuzz FuzzStream -fuzztime 60s ./internal/payload
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRun -fuzztime 60s ./internal/hop
 

@@ -240,3 +240,35 @@ func BenchmarkStream(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBase64 compares the base64 of payloads with the standard
+// library's on the binary payload of 10 s of audio.
+func BenchmarkBase64(b *testing.B) {
+	bin, err := NewCodec(nil).Marshal(base(benchData[0].chunk))
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := make([]byte, b64.EncodedLen(len(bin)))
+	b64.Encode(text, bin)
+	out := make([]byte, len(bin))
+	for _, enc := range []struct {
+		name   string
+		encode func(dst, src []byte)
+		decode func(dst, src []byte) (int, error)
+	}{{"fast", b64.Encode, decodeBase64}, {"std", stdB64.Encode, stdB64.Decode}} {
+		b.Run(enc.name+"/encode", func(b *testing.B) {
+			b.SetBytes(int64(len(bin)))
+			for b.Loop() {
+				enc.encode(text, bin)
+			}
+		})
+		b.Run(enc.name+"/decode", func(b *testing.B) {
+			b.SetBytes(int64(len(bin)))
+			for b.Loop() {
+				if _, err := enc.decode(out, text); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"unsafe"
 
+	fastb64 "github.com/segmentio/asm/base64"
+
 	"github.com/omnistage/omnistage/internal/engine"
 )
 
@@ -22,9 +24,17 @@ const (
 	flagSigned = 1 << 0         // a tag follows the body
 )
 
-// b64 is the text encoding of payloads. Strict makes the encoding of a
-// given payload unique: every other string is refused.
-var b64 = base64.RawURLEncoding.Strict()
+// b64 is the text encoding of payloads, with SIMD (AVX2 on amd64; on 10 s
+// of audio here, 13 times the standard library's speed to encode and 6
+// times to decode, see BenchmarkBase64): the standard library's took 0.9
+// ms of a 3 ms hop. Strict makes the encoding of a given payload unique:
+// every other string is refused. stdB64 is the same encoding from the
+// standard library, the oracle of FuzzBase64, which names where a bad
+// string goes wrong.
+var (
+	b64    = fastb64.RawURLEncoding.Strict()
+	stdB64 = base64.RawURLEncoding.Strict()
+)
 
 // Codec turns envelopes into payloads, binary (Marshal) or as the opaque
 // stage_input strings of /v1/run (Encode), and back; it also writes and
@@ -169,7 +179,7 @@ func (c *Codec) Decode(s string, want Expect) (*Envelope, error) {
 	buf := getBuffer(n)
 	defer putBuffer(buf)
 	bin := (*buf)[:n]
-	n, err := b64.Decode(bin, unsafe.Slice(unsafe.StringData(s), len(s)))
+	n, err := decodeBase64(bin, unsafe.Slice(unsafe.StringData(s), len(s)))
 	if err != nil {
 		var ce base64.CorruptInputError
 		if errors.As(err, &ce) {
@@ -244,6 +254,22 @@ func (c *Codec) open(bin []byte) (body, seal []byte, err *Error) {
 		return body, nil, nil
 	}
 	return body, seal, nil
+}
+
+// decodeBase64 decodes src into dst with b64, and returns the standard
+// library's error when src is not a payload's base64: the fast decoder
+// counts an error's offset from where its SIMD part stopped, and its URL
+// alphabet also takes '+' and '/', which the standard one refuses (found
+// by FuzzBase64).
+func decodeBase64(dst, src []byte) (int, error) {
+	n, err := b64.Decode(dst, src)
+	if err == nil && bytes.IndexByte(src, '+') < 0 && bytes.IndexByte(src, '/') < 0 {
+		return n, nil
+	}
+	if _, err := stdB64.Decode(dst, src); err != nil {
+		return 0, err
+	}
+	return 0, errors.New("payload: the base64 decoders disagree") // FuzzBase64 says they do not
 }
 
 func notBase64(why string) *Error {

@@ -307,7 +307,7 @@ func TestBadPayloads(t *testing.T) {
 				t.Errorf("Decode error = %s: %q\nwant %s containing %q", pe.Code, pe.Message, tc.code, tc.msg)
 			}
 			// Unmarshal makes the same checks on the binary payload.
-			if bin, err := b64.DecodeString(s); err == nil && tc.code != CodeNotBase64 {
+			if bin, err := stdB64.DecodeString(s); err == nil && tc.code != CodeNotBase64 {
 				e, err := c.Unmarshal(bin, want)
 				if !errors.As(err, &pe) {
 					t.Fatalf("Unmarshal = %v, %v; want an *Error", e, err)

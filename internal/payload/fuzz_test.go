@@ -168,3 +168,39 @@ func mustBePayloadError(t *testing.T, err error) {
 		t.Fatalf("got an *Error without code or message: %+v", pe)
 	}
 }
+
+// FuzzBase64 checks the fast base64 of payloads (b64 and decodeBase64)
+// against the standard library's, the oracle: the same strings for the same bytes, and for any
+// string the same bytes or both an error. Inputs are long enough to reach
+// the SIMD part (which takes 32 bytes or more at a time), and the fuzzer
+// also places bad characters, line breaks and non-zero trailing bits in
+// them.
+func FuzzBase64(f *testing.F) {
+	long := make([]byte, 200)
+	for i := range long {
+		long[i] = byte(i * 37)
+	}
+	f.Add(long, "")
+	f.Add(long[:97], "")
+	s := stdB64.EncodeToString(long)
+	f.Add([]byte(nil), s)
+	f.Add([]byte(nil), s[:len(s)-1]+"B")     // non-zero trailing bits
+	f.Add([]byte(nil), s[:100]+"\n"+s[100:]) // a line break
+	f.Add([]byte(nil), s[:40]+"+"+s[41:])    // a character of the other alphabet
+	f.Add([]byte(nil), s[:64]+"="+s[65:])    // padding inside
+	f.Fuzz(func(t *testing.T, data []byte, str string) {
+		if got, want := b64.EncodeToString(data), stdB64.EncodeToString(data); got != want {
+			t.Fatalf("Encode(%x) = %q, want %q", data, got, want)
+		}
+		got := make([]byte, b64.DecodedLen(len(str)))
+		n, err := decodeBase64(got, []byte(str))
+		got = got[:n]
+		want, stdErr := stdB64.DecodeString(str)
+		if (err == nil) != (stdErr == nil) {
+			t.Fatalf("DecodeString(%q): error %v, the standard library's %v", str, err, stdErr)
+		}
+		if err == nil && string(got) != string(want) {
+			t.Fatalf("DecodeString(%q) = %x, want %x", str, got, want)
+		}
+	})
+}

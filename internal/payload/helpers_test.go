@@ -104,7 +104,7 @@ func raw(t testing.TB, e *Envelope, key []byte) string {
 	if key != nil {
 		flags = flagSigned
 	}
-	return b64.EncodeToString(frame(FormatVersion, flags, body(t, e), key))
+	return stdB64.EncodeToString(frame(FormatVersion, flags, body(t, e), key))
 }
 
 // body returns the msgpack body of e.
@@ -131,17 +131,17 @@ func edit(t testing.TB, e *Envelope, change func(m map[string]any)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b64.EncodeToString(frame(FormatVersion, 0, b, nil))
+	return stdB64.EncodeToString(frame(FormatVersion, 0, b, nil))
 }
 
 // unwrap returns the binary payload of a stage_input string.
 func unwrap(t testing.TB, s string) []byte {
 	t.Helper()
-	b, err := b64.DecodeString(s)
+	b, err := stdB64.DecodeString(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-func wrap(b []byte) string { return b64.EncodeToString(b) }
+func wrap(b []byte) string { return stdB64.EncodeToString(b) }
