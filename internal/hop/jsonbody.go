@@ -3,6 +3,7 @@ package hop
 import (
 	"bytes"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/omnistage/omnistage/internal/httperr"
@@ -20,23 +21,46 @@ const inputKey = `"stage_input":"`
 // refused.
 const inputStandIn = `"~stage_input~"`
 
-// readJSON reads and decodes a JSON /v1/run body, under the body read
-// deadline.
-func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, req *RunRequest) error {
-	var buf bytes.Buffer
+// readJSON reads a JSON /v1/run body, under the body read deadline, and
+// decodes it into req. req.StageInput may refer to the body, which is
+// reused once done is called: call it when nothing refers to req any more.
+func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, req *RunRequest) (done func(), err error) {
+	buf, _ := bodies.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	done = func() {
+		if buf.Cap() <= maxPooledBody {
+			buf.Reset()
+			bodies.Put(buf)
+		}
+	}
 	if n := r.ContentLength; n > 0 {
 		// Trust a declared length only so far: the body may never come.
-		buf.Grow(int(min(n, 4<<20)) + bytes.MinRead)
+		buf.Grow(int(min(n, maxPooledBody)) + bytes.MinRead)
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyReadTimeout))
-	_, err := buf.ReadFrom(r.Body)
+	_, err = buf.ReadFrom(r.Body)
 	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
-		return httperr.ReadError(err)
+		done()
+		return nil, httperr.ReadError(err)
 	}
-	return decodeRun(buf.Bytes(), req)
+	if err := decodeRun(buf.Bytes(), req); err != nil {
+		done()
+		return nil, err
+	}
+	return done, nil
 }
+
+// bodies holds the buffers (*bytes.Buffer) of JSON bodies, so that a hop
+// of a long payload does not leave a buffer as long for the collector;
+// bigger buffers are dropped so that a burst of long payloads does not pin
+// memory.
+var bodies sync.Pool
+
+const maxPooledBody = 4 << 20
 
 // decodeRun decodes a /v1/run body strictly, like httperr.UnmarshalJSON,
 // into req. A long stage_input string without escapes (every payload) is
