@@ -230,7 +230,7 @@ func BenchmarkPlacement(b *testing.B) {
 		{"process", "    - {id: 1, placement: process}\n"},
 		{"remote", fmt.Sprintf("    - {id: 0, placement: remote, endpoints: [%q]}\n    - {id: 1, placement: remote, endpoints: [%q]}\n", talker.url, vocoder.url)},
 	} {
-		front := serve(b, "--config", writeFile(b, p.name+".yaml", ttsWith(p.deploy)))
+		front := serve(b, "--config", writeFile(b, p.name+".yaml", ttsWith(b, p.deploy)))
 		b.Run(p.name, func(b *testing.B) {
 			body := fmt.Sprintf(`{"model": "tts", "input": %q, "response_format": "pcm", "stream_format": "audio"}`, committee)
 			var ttfa, total time.Duration

@@ -34,7 +34,7 @@ func TestPlacementsSpeakAlike(t *testing.T) {
 	want := generate(t, serve(t).url, committee)
 
 	t.Run("process", func(t *testing.T) {
-		front := serve(t, "--config", writeFile(t, "process.yaml", ttsWith("    - {id: 1, placement: process}\n")))
+		front := serve(t, "--config", writeFile(t, "process.yaml", ttsWith(t, "    - {id: 1, placement: process}\n")))
 		sameSpeech(t, generate(t, front.url, committee), want)
 	})
 
@@ -43,7 +43,7 @@ func TestPlacementsSpeakAlike(t *testing.T) {
 		stages = append(stages, serve(t, "--stage", fmt.Sprint(id)))
 	}
 	t.Run("remote", func(t *testing.T) {
-		front := serve(t, "--config", writeFile(t, "remote.yaml", ttsWith(fmt.Sprintf(
+		front := serve(t, "--config", writeFile(t, "remote.yaml", ttsWith(t, fmt.Sprintf(
 			"    - {id: 0, placement: remote, endpoints: [%q]}\n    - {id: 1, placement: remote, endpoints: [%q]}\n", stages[0].url, stages[1].url))))
 		sameSpeech(t, generate(t, front.url, committee), want)
 	})
@@ -86,7 +86,7 @@ func TestLostMidStream(t *testing.T) {
 	}
 	long := strings.Repeat(committee+" ", 3)
 	t.Run("worker", func(t *testing.T) {
-		front := serve(t, "--config", writeFile(t, "process.yaml", ttsWith("    - {id: 1, placement: process, replicas: 2}\n")))
+		front := serve(t, "--config", writeFile(t, "process.yaml", ttsWith(t, "    - {id: 1, placement: process, replicas: 2}\n")))
 		other, stop := events(t, context.Background(), front.url, "other", long)
 		defer stop()
 		victim, stopVictim := events(t, context.Background(), front.url, "victim", long)
@@ -118,7 +118,7 @@ func TestLostMidStream(t *testing.T) {
 	})
 	t.Run("stage server", func(t *testing.T) {
 		talker, vocoder := serve(t, "--stage", "0"), serve(t, "--stage", "1")
-		front := serve(t, "--config", writeFile(t, "remote.yaml", ttsWith(fmt.Sprintf(
+		front := serve(t, "--config", writeFile(t, "remote.yaml", ttsWith(t, fmt.Sprintf(
 			"    - {id: 0, placement: remote, endpoints: [%q]}\n    - {id: 1, placement: remote, endpoints: [%q]}\n", talker.url, vocoder.url))))
 		evs, stop := events(t, context.Background(), front.url, "victim", long)
 		defer stop()
@@ -218,7 +218,7 @@ func TestAbortMidStream(t *testing.T) {
 		{"remote", fmt.Sprintf("    - {id: 1, placement: remote, endpoints: [%q]}\n", vocoder.url)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			front := serve(t, "--config", writeFile(t, tc.name+".yaml", ttsWith(tc.deploy)))
+			front := serve(t, "--config", writeFile(t, tc.name+".yaml", ttsWith(t, tc.deploy)))
 			for i := range 3 {
 				id := fmt.Sprintf("abort-%d", i)
 				evs, stop := events(t, context.Background(), front.url, id, long)

@@ -2,7 +2,6 @@ package acceptance
 
 import (
 	"fmt"
-	"github.com/omnistage/omnistage/internal/testkit"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 // readmeSection returns the code blocks of the README's section with the

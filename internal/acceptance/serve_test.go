@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/omnistage/omnistage/internal/testkit"
 	"io"
 	"net/http"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/omnistage/omnistage/internal/testkit"
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/audio"
@@ -159,20 +160,8 @@ func writeFile(tb testing.TB, name, text string) string {
 
 // ttsWith is the built-in tts pipeline with the deploy entries of deploy
 // (one "- {...}" per line, indented for deploy.stages; none when empty).
-func ttsWith(deploy string) string {
-	if deploy == "" {
-		deploy = "    - {id: 0}\n"
-	}
-	return `pipeline:
-  name: tts
-  input: text
-  stages:
-    - {id: 0, name: talker,  engine: flite-talker,  input: text,   output: frames}
-    - {id: 1, name: vocoder, engine: flite-vocoder, input: frames, output: audio, final_output: true}
-  aligner: {engine: sphinx-aligner}
-deploy:
-  stages:
-` + deploy
+func ttsWith(tb testing.TB, deploy string) string {
+	return testkit.BuiltinWith(tb, "tts", deploy)
 }
 
 // speech is a request's audio and word timestamps.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +19,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engines/builtin"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 // apiKey is the stage servers' API key.
@@ -58,16 +58,6 @@ func runWith(t *testing.T, stdin string, args ...string) (stdout []byte, stderr 
 	var out, errb bytes.Buffer
 	code = Main(context.Background(), Env{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}, args)
 	return out.Bytes(), errb.String(), code
-}
-
-func closedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "http://" + l.Addr().String()
 }
 
 // said is what omnistage say makes of text with args: the reference the
@@ -166,7 +156,7 @@ func TestRunCoordinatorDefaults(t *testing.T) {
 
 func TestRunCoordinatorRetriesAnotherServer(t *testing.T) {
 	urls, _ := startStageServers(t)
-	dead := closedURL(t)
+	dead := "http://" + testkit.FreeAddr(t)
 	out := filepath.Join(t.TempDir(), "a.wav")
 	_, stderr, code := runWith(t, "", "run", "--stage", "1="+dead+","+urls[1], "--stage", "0="+urls[0], "--api-key-file", keyFile(t), "-o", out, "hi")
 	if code != ExitOK {
@@ -200,7 +190,7 @@ func TestRunCoordinatorFailures(t *testing.T) {
 	}
 
 	// Every server of a stage down: exit 1 naming the stage.
-	_, stderr, code = runWith(t, "", "run", "--stage", closedURL(t), "-o", out, "hi")
+	_, stderr, code = runWith(t, "", "run", "--stage", "http://"+testkit.FreeAddr(t), "-o", out, "hi")
 	if code != ExitFailure || !strings.Contains(stderr, "stage 0 at ") || !strings.Contains(stderr, "giving up") {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)
 	}

@@ -2,27 +2,16 @@ package cli
 
 import (
 	"context"
-	"github.com/omnistage/omnistage/internal/testkit"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/testkit"
+
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 const echoPipeline = `pipeline:
   name: echo
@@ -36,7 +25,7 @@ const echoPipeline = `pipeline:
 // ready, sends a request, then cancels its context as a signal would and
 // checks that it drains and exits cleanly.
 func TestServeRunsUntilCancelled(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	var stderr testkit.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -17,6 +17,7 @@ import (
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 // hopBench is two text stages: stage 0 makes chunks of about 3 KB (as
@@ -46,7 +47,7 @@ deploy:
 func BenchmarkHop(b *testing.B) {
 	signed := payload.NewCodec([]byte("hop-benchmark-key-0123456789"))
 	unsigned := payload.NewCodec(nil)
-	server := parse(b, fmt.Sprintf(hopBench, 1, "    - {id: 1, max_inflight: 64, options: {passthrough: true}}"))
+	server := testkit.Parse(b, fmt.Sprintf(hopBench, 1, "    - {id: 1, max_inflight: 64, options: {passthrough: true}}"))
 	stage := 1
 	url := apitest.Start(b, server, orchestrator.Options{Registry: registry(nil)}, api.Options{Stage: &stage, Codec: signed}).URL
 	unsignedURL := apitest.Start(b, server, orchestrator.Options{Registry: registry(nil)}, api.Options{Stage: &stage, Codec: unsigned}).URL
@@ -68,7 +69,7 @@ func BenchmarkHop(b *testing.B) {
 		{"remote-h2c", fmt.Sprintf(remoteDeploy, url), signed, h2c},
 	} {
 		for _, chunks := range []int{1, 64} {
-			cfg := parse(b, fmt.Sprintf(hopBench, chunks, tc.deploy))
+			cfg := testkit.Parse(b, fmt.Sprintf(hopBench, chunks, tc.deploy))
 			place := remote.Placement(cfg, tc.codec)
 			if tc.client != nil {
 				place = func(spec engine.Spec, d *pipeline.DeployStage, endpoint string) (engine.Engine, error) {

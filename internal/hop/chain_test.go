@@ -26,13 +26,14 @@ import (
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 // TestChainMatchesOneServer drives three headless stage servers with the
 // streamed chain and checks the outputs against one server's in-process
 // run: same chunks, in order, and every hop reported once.
 func TestChainMatchesOneServer(t *testing.T) {
-	cfg := parse(t, textPipeline)
+	cfg := testkit.Parse(t, textPipeline)
 	const key = "chain-test-key-0123456789"
 	params := []json.RawMessage{json.RawMessage(`{"tag":"x"}`), json.RawMessage(`{"tag":"y"}`), json.RawMessage(`{"tag":"z"}`)}
 	full := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(nil)}, api.Options{})
@@ -81,7 +82,7 @@ func TestChainMatchesOneServer(t *testing.T) {
 // TestChainStreams checks that every stage runs at once: the last stage's
 // first output reaches the caller while stage 0 is still producing.
 func TestChainStreams(t *testing.T) {
-	cfg := parse(t, textPipeline)
+	cfg := testkit.Parse(t, textPipeline)
 	release := make(chan struct{})
 	hooks := &testengine.Hooks{Chunk: func(ctx context.Context, e *testengine.Engine, job *engine.Job, n int) error {
 		if e.Spec.StageID == 0 && n == 1 {
@@ -112,7 +113,7 @@ func TestChainStreams(t *testing.T) {
 // a retry; a stage that fails mid-stream is named; nothing stays bound on
 // any server.
 func TestChainErrors(t *testing.T) {
-	cfg := parse(t, textPipeline)
+	cfg := testkit.Parse(t, textPipeline)
 	fail := &testengine.Hooks{Chunk: func(ctx context.Context, e *testengine.Engine, job *engine.Job, n int) error {
 		if e.Spec.StageID == 1 && n == 1 {
 			return &engine.InputError{Reason: "stage 1 refuses its second chunk"}
@@ -153,7 +154,7 @@ func TestChainErrors(t *testing.T) {
 // before its answer starts, moves on to the stage's next server with the
 // input it had read replayed, and that round robin spreads the hops.
 func TestChainRetries(t *testing.T) {
-	cfg := parse(t, textPipeline)
+	cfg := testkit.Parse(t, textPipeline)
 	urls := startStages(t, cfg, "", nil)
 	var busy atomic.Int32
 	overloaded := apitest.Handler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -163,7 +164,7 @@ func TestChainRetries(t *testing.T) {
 		_, _ = io.ReadFull(r.Body, make([]byte, 30))
 		writeErr(w, http.StatusServiceUnavailable, "overloaded", "busy")
 	}))
-	stages := map[int][]string{0: urls[0], 1: {deadURL(t), overloaded, urls[1][0]}, 2: urls[2]}
+	stages := map[int][]string{0: urls[0], 1: {"http://" + testkit.FreeAddr(t), overloaded, urls[1][0]}, 2: urls[2]}
 	var mu sync.Mutex
 	var hops []hop.Hop
 	chain := &hop.Chain{Stages: stages, Backoff: time.Millisecond, OnHop: func(h hop.Hop) { mu.Lock(); hops = append(hops, h); mu.Unlock() }}
@@ -192,7 +193,7 @@ func TestChainRetries(t *testing.T) {
 // TestChainCancel cancels a chain while its stages run: Run returns the
 // cancellation at once and every server ends idle.
 func TestChainCancel(t *testing.T) {
-	cfg := parse(t, textPipeline)
+	cfg := testkit.Parse(t, textPipeline)
 	started := make(chan struct{})
 	var once sync.Once
 	hooks := &testengine.Hooks{Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {

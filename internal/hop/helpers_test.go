@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -57,15 +56,6 @@ deploy:
 
 var testEngines = []string{"test-a", "test-b", "test-c"}
 
-func parse(t testing.TB, yaml string) *pipeline.Config {
-	t.Helper()
-	cfg, err := pipeline.Parse([]byte(yaml), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 // registry holds the test engines, steered by hooks (nil for none).
 func registry(hooks *testengine.Hooks) *engine.Registry {
 	r := &engine.Registry{}
@@ -91,18 +81,6 @@ func prompt(text string, modalities ...string) *hop.RunRequest {
 	raw, _ := json.Marshal(hop.Prompt{Text: text})
 	zero := 0
 	return &hop.RunRequest{StageID: &zero, StageInput: raw, OutputModalities: modalities}
-}
-
-// deadURL returns a URL on 127.0.0.1 where nothing listens.
-func deadURL(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
 }
 
 // writeErr answers with an error in the OpenAI shape.

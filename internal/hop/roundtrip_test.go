@@ -12,6 +12,7 @@ import (
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 // TestCallerServerRoundTrip runs each stage of textPipeline through both
@@ -21,7 +22,7 @@ import (
 // answer), a middle stage (a stream both ways) and the last (a result
 // stream). A Caller with another key is refused, naming why.
 func TestCallerServerRoundTrip(t *testing.T) {
-	cfg := parse(t, textPipeline)
+	cfg := testkit.Parse(t, textPipeline)
 	codec := payload.NewCodec([]byte("round-trip-key-0123456789"))
 	local := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(nil)}, api.Options{})
 	in := []engine.Chunk{{Text: &engine.Text{Text: "one"}}, {Text: &engine.Text{Text: "two"}}, {Text: &engine.Text{Text: "three"}}}

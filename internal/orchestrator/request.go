@@ -613,28 +613,29 @@ func (s *Stream) Selection() *pipeline.Selection { return s.rq.sel }
 // is complete and the request has fully ended (bindings released, id free),
 // or the request's error if it failed or was aborted.
 func (s *Stream) Recv(ctx context.Context) (OutputChunk, error) {
+	// An output already waiting wins over a context done at the same time.
 	select {
 	case out, ok := <-s.rq.out:
-		if ok {
-			return out, nil
-		}
-		if s.rq.err != nil {
-			return OutputChunk{}, s.rq.err
-		}
-		return OutputChunk{}, io.EOF
+		return s.received(out, ok)
 	default:
 	}
 	select {
 	case out, ok := <-s.rq.out:
-		if ok {
-			return out, nil
-		}
-		if s.rq.err != nil {
-			return OutputChunk{}, s.rq.err
-		}
-		return OutputChunk{}, io.EOF
+		return s.received(out, ok)
 	case <-ctx.Done():
 		return OutputChunk{}, ctx.Err()
+	}
+}
+
+// received is Recv's answer for a receive from the output channel.
+func (s *Stream) received(out OutputChunk, ok bool) (OutputChunk, error) {
+	switch {
+	case ok:
+		return out, nil
+	case s.rq.err != nil:
+		return OutputChunk{}, s.rq.err
+	default:
+		return OutputChunk{}, io.EOF
 	}
 }
 

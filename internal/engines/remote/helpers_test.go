@@ -19,7 +19,7 @@ import (
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/payload"
-	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -53,15 +53,6 @@ const inprocDeploy = `
     - {id: 2}
 `
 
-func parse(t testing.TB, yaml string) *pipeline.Config {
-	t.Helper()
-	cfg, err := pipeline.Parse([]byte(yaml), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 // startStageServer runs a real headless stage server (api package) for
 // stage of the pipeline in yaml, and returns its base URL. It stops when
 // the test ends.
@@ -84,7 +75,7 @@ func registerTestEngines(r *engine.Registry) { testengine.Register(r, nil, testE
 // adds.
 func startStageServerWith(t testing.TB, yaml string, stage int, key string, register func(*engine.Registry)) (string, func()) {
 	t.Helper()
-	cfg := parse(t, yaml)
+	cfg := testkit.Parse(t, yaml)
 	reg := &engine.Registry{}
 	register(reg)
 	orch, err := orchestrator.New(cfg, orchestrator.Options{Registry: reg})
@@ -128,7 +119,7 @@ func startLocal(t testing.TB, yaml string, codec *payload.Codec) *orchestrator.O
 // startLocalWith is startLocal with the engines register adds.
 func startLocalWith(t testing.TB, yaml string, codec *payload.Codec, register func(*engine.Registry)) *orchestrator.Orchestrator {
 	t.Helper()
-	cfg := parse(t, yaml)
+	cfg := testkit.Parse(t, yaml)
 	reg := &engine.Registry{}
 	register(reg)
 	if codec == nil {

@@ -12,21 +12,8 @@ import (
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
-
-// ttsPipeline is the built-in tts pipeline with the deploy stages given.
-const ttsPipeline = `
-pipeline:
-  name: tts
-  input: text
-  stages:
-    - {id: 0, name: talker,  engine: flite-talker,  input: text,   output: frames}
-    - {id: 1, name: vocoder, engine: flite-vocoder, input: frames, output: audio, final_output: true}
-  aligner: {engine: sphinx-aligner}
-deploy:
-  stages:
-%s
-`
 
 func registerSpeech(r *engine.Registry) {
 	flite.Register(r)
@@ -42,11 +29,12 @@ func TestRemoteRealEngines(t *testing.T) {
 		t.Skip("starts stage servers with the real engines")
 	}
 	const key = "remote-real-engines-key-0123"
-	inproc := fmt.Sprintf(ttsPipeline, "    - {id: 0, options: {voice: slt}}")
+	inproc := testkit.BuiltinWith(t, "tts", "    - {id: 0, options: {voice: slt}}\n")
 	talker, _ := startStageServerWith(t, inproc, 0, key, registerSpeech)
 	aligner, _ := startStageServerWith(t, inproc, 2, key, registerSpeech)
-	mixed := fmt.Sprintf(ttsPipeline, fmt.Sprintf(`    - {id: 0, placement: remote, endpoints: [%q], options: {voice: slt}}
-    - {id: 2, placement: remote, endpoints: [%q]}`, talker, aligner))
+	mixed := testkit.BuiltinWith(t, "tts", fmt.Sprintf(`    - {id: 0, placement: remote, endpoints: [%q], options: {voice: slt}}
+    - {id: 2, placement: remote, endpoints: [%q]}
+`, talker, aligner))
 
 	req := orchestrator.Request{
 		Prompt:     engine.Prompt{Text: "The talker runs on another server. The vocoder runs here."},

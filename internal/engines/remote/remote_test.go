@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/omnistage/omnistage/internal/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/omnistage/omnistage/internal/testkit"
 
 	"github.com/omnistage/omnistage/internal/api/apitest"
 	"github.com/omnistage/omnistage/internal/engine"
@@ -174,7 +175,7 @@ func startFake(t *testing.T, f *fakeServer) string { return apitest.Handler(t, f
 // settings h.
 func newEngine(t *testing.T, stage int, url string, h pipeline.Hop) *remote.Engine {
 	t.Helper()
-	cfg := parse(t, fmt.Sprintf(textPipeline, inprocDeploy))
+	cfg := testkit.Parse(t, fmt.Sprintf(textPipeline, inprocDeploy))
 	_, spec := cfg.StageSpec(stage, 0)
 	e, err := remote.New(remote.Config{Stage: spec, Pipeline: cfg, Endpoint: url, Client: &hop.Client{HTTP: hop.NewHTTPClient()}, Hop: h})
 	if err != nil {
@@ -442,8 +443,8 @@ func TestRemoteWarm(t *testing.T) {
 }
 
 func TestRemoteConfig(t *testing.T) {
-	cfg := parse(t, fmt.Sprintf(textPipeline, inprocDeploy))
-	skip := parse(t, `
+	cfg := testkit.Parse(t, fmt.Sprintf(textPipeline, inprocDeploy))
+	skip := testkit.Parse(t, `
 pipeline:
   name: s
   input: text
