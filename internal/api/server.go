@@ -242,9 +242,11 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case s.draining.Load():
 		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "server is shutting down"))
-	case !s.orch.Ready():
-		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "pipeline %s is not ready: its replicas are warming up", s.cfg.Pipeline.Name))
 	default:
+		if err := s.orch.NotReady(); err != nil {
+			s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "%v", err))
+			return
+		}
 		httpbody.WriteJSON(w, http.StatusOK, apijson.Status{Status: "ready"})
 	}
 }

@@ -55,7 +55,7 @@ func runDirect(ctx context.Context, o *Orchestrator, text string) (int, error) {
 	for _, st := range o.stages {
 		sink := &engine.SliceSink{Chunks: make([]engine.Chunk, 0, len(in))}
 		job := &engine.Job{In: engine.NewSliceSource(in...), Out: sink}
-		if err := st.pool.Replica(0).Engine.Process(ctx, job); err != nil {
+		if err := st.pool.InSlot(0).Engine.Process(ctx, job); err != nil {
 			return 0, err
 		}
 		in = sink.Chunks

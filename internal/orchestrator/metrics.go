@@ -83,6 +83,9 @@ func (m *metrics) register(reg prometheus.Registerer, stages []*stageRun) error 
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "omnistage_stage_healthy_replicas", Help: "Replicas of the stage in service.", ConstLabels: labels,
 			}, func() float64 { return float64(p.Stats().Healthy) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "omnistage_stage_replicas", Help: "Replicas of the stage, in service or lost: for a remote stage, one per address its endpoints resolve to.", ConstLabels: labels,
+			}, func() float64 { return float64(p.Stats().Replicas) }),
 		)
 	}
 	if reg != nil {

@@ -67,8 +67,10 @@ import (
 )
 
 // RemoteFunc builds a replica of a stage with placement remote, run by the
-// stage server at endpoint; d is the stage's deployment.
-type RemoteFunc func(spec engine.Spec, d *pipeline.DeployStage, endpoint string) (engine.Engine, error)
+// stage server at endpoint, reached at addr (host:port, one of the
+// addresses the endpoint's host name resolves to); d is the stage's
+// deployment.
+type RemoteFunc func(spec engine.Spec, d *pipeline.DeployStage, endpoint, addr string) (engine.Engine, error)
 
 // ProcessFunc builds a replica of a stage with placement process, run in a
 // worker process; d is the stage's deployment.
@@ -87,6 +89,9 @@ type Options struct {
 	// Remote builds the replicas of stages with placement remote; nil
 	// refuses such a configuration.
 	Remote RemoteFunc
+	// LookupHost resolves the host names of remote endpoints; nil means
+	// net.DefaultResolver's.
+	LookupHost LookupFunc
 	// Process builds the replicas of stages with placement process; nil
 	// refuses such a configuration.
 	Process ProcessFunc
@@ -204,17 +209,23 @@ func (o *Orchestrator) buildStage(id int, m *metrics) (*stageRun, error) {
 	name := o.cfg.StageName(id)
 	engineName, spec := o.cfg.StageSpec(id, 0)
 	fail := func(err error) error { return fmt.Errorf("stage %d (%s): %w", id, name, err) }
+	label := strconv.Itoa(id)
+	supOpts := stage.SupervisorOptions{
+		RestartBackoff: o.opts.RestartBackoff, RestartBackoffMax: o.opts.RestartBackoffMax, Logger: o.log,
+		Restarted:     m.restarts.WithLabelValues(label).Inc,
+		RestartFailed: m.restartFailures.WithLabelValues(label).Inc,
+	}
 	var build stage.Builder
 	switch d.Placement {
 	case pipeline.PlacementRemote:
 		if o.opts.Remote == nil {
 			return nil, fail(errors.New("placement remote is not available here"))
 		}
-		build = func(i int) (engine.Engine, error) {
-			spec := spec
-			spec.Replica = i
-			return o.opts.Remote(spec, d, d.Endpoints[i])
+		sup, err := stage.SuperviseMembers(context.Background(), id, name, d.MaxInflight, d.MaxQueue, o.endpointMembers(spec, d), supOpts)
+		if err != nil {
+			return nil, fail(err)
 		}
+		return o.stageRun(id, name, sup, m), nil
 	default:
 		drv, ok := o.opts.Registry.Lookup(engineName)
 		if !ok {
@@ -243,18 +254,18 @@ func (o *Orchestrator) buildStage(id int, m *metrics) (*stageRun, error) {
 			}
 		}
 	}
-	label := strconv.Itoa(id)
-	sup, err := stage.Supervise(id, name, d.Replicas, d.MaxInflight, d.MaxQueue, build, stage.SupervisorOptions{
-		RestartBackoff: o.opts.RestartBackoff, RestartBackoffMax: o.opts.RestartBackoffMax, Logger: o.log,
-		Restarted:     m.restarts.WithLabelValues(label).Inc,
-		RestartFailed: m.restartFailures.WithLabelValues(label).Inc,
-	})
+	sup, err := stage.Supervise(id, name, d.Replicas, d.MaxInflight, d.MaxQueue, build, supOpts)
 	if err != nil {
 		return nil, fail(err)
 	}
-	st := &stageRun{id: id, name: name, sup: sup, pool: sup.Pool(), duration: m.stageTime.WithLabelValues(label)}
-	st.checker, _ = st.pool.Replica(0).Engine.(engine.ParamsChecker)
+	st := o.stageRun(id, name, sup, m)
+	// Every replica of an engine in this process checks params alike.
+	st.checker, _ = st.pool.InSlot(0).Engine.(engine.ParamsChecker)
 	return st, nil
+}
+
+func (o *Orchestrator) stageRun(id int, name string, sup *stage.Supervisor, m *metrics) *stageRun {
+	return &stageRun{id: id, name: name, sup: sup, pool: sup.Pool(), duration: m.stageTime.WithLabelValues(strconv.Itoa(id))}
 }
 
 // Start warms every replica of every stage, skipped stages included, and
@@ -274,8 +285,23 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 }
 
 // Ready reports whether every replica has warmed up and the orchestrator
-// takes requests.
-func (o *Orchestrator) Ready() bool { return o.ready.Load() }
+// takes requests (NotReady says why not).
+func (o *Orchestrator) Ready() bool { return o.NotReady() == nil }
+
+// NotReady returns why the orchestrator does not take requests, or nil when
+// it does: its replicas are still warming up, or a stage has no replica at
+// all (a remote stage whose endpoint names resolve to no address).
+func (o *Orchestrator) NotReady() error {
+	if !o.ready.Load() {
+		return fmt.Errorf("pipeline %s is not ready: its replicas are warming up", o.cfg.Pipeline.Name)
+	}
+	for _, st := range o.built {
+		if err := st.pool.Empty(); err != nil {
+			return fmt.Errorf("pipeline %s is not ready: %s", o.cfg.Pipeline.Name, noReplicaMsg(st.id, st.name, err))
+		}
+	}
+	return nil
+}
 
 // Config returns the pipeline configuration being served.
 func (o *Orchestrator) Config() *pipeline.Config { return o.cfg }

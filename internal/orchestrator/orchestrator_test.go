@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/omnistage/omnistage/internal/testkit"
 	"io"
 	"math/rand/v2"
 	"runtime"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/omnistage/omnistage/internal/testkit"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 

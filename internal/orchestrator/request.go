@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -346,7 +347,7 @@ func (rq *request) bindError(id int, err error) error {
 	case errors.Is(err, stage.ErrQueueFull):
 		return &Error{Code: CodeOverloaded, Msg: fmt.Sprintf("stage %d (%s) is busy: its queue is full; retry later", id, name)}
 	case errors.Is(err, stage.ErrNoReplica):
-		return &Error{Code: CodeUnavailable, Msg: fmt.Sprintf("stage %d (%s) has no healthy replica", id, name)}
+		return &Error{Code: CodeUnavailable, Msg: noReplicaMsg(id, name, err)}
 	case errors.Is(err, stage.ErrClosed):
 		return errShutdown
 	}
@@ -354,6 +355,16 @@ func (rq *request) bindError(id int, err error) error {
 		return cause
 	}
 	return err
+}
+
+// noReplicaMsg is the message of stage id's stage.ErrNoReplica err, with
+// the reason it carries (its endpoints' names resolve to no address).
+func noReplicaMsg(id int, name string, err error) string {
+	msg := fmt.Sprintf("stage %d (%s) has no healthy replica", id, name)
+	if why, ok := strings.CutPrefix(fmt.Sprint(err), stage.ErrNoReplica.Error()+": "); ok {
+		msg += ": " + why
+	}
+	return msg
 }
 
 // start runs one task per bound stage, joined by bounded channels; the

@@ -123,6 +123,10 @@ type Hop struct {
 	// APIKeyFile names a file holding the stage servers' API key, sent as
 	// a bearer token (api_key_file; placement remote only).
 	APIKeyFile string
+	// ResolveInterval is how often the host names of the endpoints are
+	// resolved again (resolve_interval; placement remote only): each
+	// address a name resolves to is one replica.
+	ResolveInterval time.Duration
 }
 
 // Worker configures the worker processes of a stage with placement
@@ -145,11 +149,12 @@ const (
 	DefaultStageMaxQueue    = 64
 	DefaultStageMaxInflight = 2
 
-	DefaultWarmTimeout    = 2 * time.Minute
-	DefaultHealthInterval = 2 * time.Second
-	DefaultHealthFailures = 3
-	DefaultStartTimeout   = time.Minute
-	DefaultStopTimeout    = 10 * time.Second
+	DefaultWarmTimeout     = 2 * time.Minute
+	DefaultHealthInterval  = 2 * time.Second
+	DefaultHealthFailures  = 3
+	DefaultResolveInterval = 10 * time.Second
+	DefaultStartTimeout    = time.Minute
+	DefaultStopTimeout     = 10 * time.Second
 )
 
 // NumStages returns the number of declared stages (the aligner's id).

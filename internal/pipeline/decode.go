@@ -319,6 +319,7 @@ func (d *decoder) deploy(n *yaml.Node, path string, dp *Deploy) {
 					field{"health_interval", d.duration(&s.Hop.HealthInterval)},
 					field{"health_failures", d.intTo(&s.Hop.HealthFailures)},
 					field{"api_key_file", d.str(&s.Hop.APIKeyFile)},
+					field{"resolve_interval", d.duration(&s.Hop.ResolveInterval)},
 					field{"start_timeout", d.duration(&s.Worker.StartTimeout)},
 					field{"stop_timeout", d.duration(&s.Worker.StopTimeout)},
 				)

@@ -291,7 +291,7 @@ func validateDeployStage(s *DeployStage, path, engineName string, errs *errList)
 			}
 		}
 		if s.Replicas != 0 && s.Replicas != len(s.Endpoints) {
-			errs.add(s.line, path+".replicas", "placement remote has one replica per endpoint: %d endpoints but replicas is %d", len(s.Endpoints), s.Replicas)
+			errs.add(s.line, path+".replicas", "placement remote has one replica per endpoint address: %d endpoints but replicas is %d", len(s.Endpoints), s.Replicas)
 		}
 		if len(s.Endpoints) > 0 {
 			s.Replicas = len(s.Endpoints)
@@ -322,7 +322,7 @@ func validateDeployStage(s *DeployStage, path, engineName string, errs *errList)
 
 // The deploy keys that only some placements take.
 var (
-	hopKeys    = []string{"timeout", "warm_timeout", "health_interval", "health_failures", "api_key_file"}
+	hopKeys    = []string{"timeout", "warm_timeout", "health_interval", "health_failures", "api_key_file", "resolve_interval"}
 	workerKeys = []string{"start_timeout", "stop_timeout"}
 )
 
@@ -343,10 +343,12 @@ func validatePlacementKeys(s *DeployStage, path string, errs *errList) {
 		return
 	case PlacementProcess:
 		refuse([]string{"api_key_file"}, "only for placement remote: a worker process gets a fresh key from its parent")
+		refuse([]string{"resolve_interval"}, "only for placement remote: worker processes are not found by name")
 		defaultTo(&s.Worker.StartTimeout, DefaultStartTimeout)
 		defaultTo(&s.Worker.StopTimeout, DefaultStopTimeout)
 	case PlacementRemote:
 		refuse(workerKeys, "only for placement process")
+		defaultTo(&s.Hop.ResolveInterval, DefaultResolveInterval)
 	default:
 		return
 	}

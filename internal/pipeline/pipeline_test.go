@@ -387,7 +387,7 @@ func TestHopDefaults(t *testing.T) {
 	if d[1].Hop != want1 || d[1].Worker != (Worker{StartTimeout: 20 * time.Second, StopTimeout: 3 * time.Second}) {
 		t.Errorf("process stage hop %+v worker %+v", d[1].Hop, d[1].Worker)
 	}
-	want2 := Hop{WarmTimeout: 5 * time.Second, HealthInterval: DefaultHealthInterval, HealthFailures: DefaultHealthFailures, APIKeyFile: "/run/secrets/api-key"}
+	want2 := Hop{WarmTimeout: 5 * time.Second, HealthInterval: DefaultHealthInterval, HealthFailures: DefaultHealthFailures, APIKeyFile: "/run/secrets/api-key", ResolveInterval: 30 * time.Second}
 	if d[2].Placement != PlacementRemote || d[2].Hop != want2 || d[2].Worker != (Worker{}) {
 		t.Errorf("remote stage %+v", d[2])
 	}

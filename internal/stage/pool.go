@@ -1,6 +1,15 @@
 // Package stage holds the replica pools of a pipeline's stages and the
 // bindings that pin a request to one replica per stage.
 //
+// # Slots
+//
+// A pool's replicas sit in slots. A slot's Index is its number, unique in
+// the pool for its life: the replicas a pool is built with take 0..n-1,
+// and Add gives each new one the next number. Remove empties a slot for
+// good (a stage server whose address vanished from DNS): its replica takes
+// no new bindings, its holders keep it until they release it, and the
+// release of its last binding closes its engine.
+//
 // # Replacing a lost replica
 //
 // A lost replica stays lost: its bindings fail and it takes no new ones.
@@ -27,6 +36,10 @@ var ErrQueueFull = errors.New("queue full")
 // ErrNoReplica is returned when a stage has no healthy replica left.
 var ErrNoReplica = errors.New("no healthy replica")
 
+// ErrRemoved is returned by Replace when the lost replica's slot has been
+// removed: there is nothing to put a new replica in.
+var ErrRemoved = errors.New("slot removed")
+
 // ErrClosed is returned by a pool that is shutting down.
 var ErrClosed = errors.New("pool closed")
 
@@ -46,7 +59,7 @@ type Replica struct {
 	lost    bool
 	lostErr error
 	bound   map[Holder]struct{}
-	retired bool // replaced: no longer in the pool's slots
+	retired bool // replaced or removed: no longer in the pool's slots
 	closed  bool // Engine.Close has been called, or is being called
 }
 
@@ -69,8 +82,10 @@ type Pool struct {
 	RetiredClosed func(r *Replica, err error)
 
 	mu          sync.Mutex
-	replicas    []*Replica // by index; Replace swaps an entry
-	retired     []*Replica // replaced replicas whose engine is not closed yet
+	replicas    []*Replica // in slot order; Replace swaps an entry, Remove drops one
+	next        int        // the Index of the next slot Add makes
+	retired     []*Replica // replaced or removed replicas whose engine is not closed yet
+	emptyWhy    error      // why the pool has no replica, when it has none (SetEmptyReason)
 	maxInflight int
 	maxQueue    int
 	waiters     []*waiter
@@ -98,21 +113,150 @@ func NewPool(stageID int, name string, engines []engine.Engine, maxInflight, max
 			pool: p, bound: map[Holder]struct{}{},
 		})
 	}
+	p.next = len(engines)
 	return p
 }
 
-// Replicas returns the replicas in the pool's slots now, by index.
+// Replicas returns the replicas in the pool's slots now, in slot order.
 func (p *Pool) Replicas() []*Replica {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]*Replica(nil), p.replicas...)
 }
 
-// Replica returns the replica in slot i now.
-func (p *Pool) Replica(i int) *Replica {
+// Reserve returns the Index of a slot that a later Add will fill: a
+// replica's engine is built knowing its number.
+func (p *Pool) Reserve() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.replicas[i]
+	i := p.next
+	p.next++
+	return i
+}
+
+// Add puts a new replica running e in the slot index, which Reserve
+// returned: it is healthy, has no bindings, and waiting requests are
+// granted slots on it. Add fails, and the caller keeps e, if the pool is
+// closed.
+func (p *Pool) Add(index int, e engine.Engine) (*Replica, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	r := &Replica{ID: fmt.Sprintf("%s/%d", p.Name, index), Stage: p.Stage, Index: index, Engine: e, pool: p, bound: map[Holder]struct{}{}}
+	p.replicas = append(p.replicas, r)
+	p.grantLocked()
+	p.mu.Unlock()
+	return r, nil
+}
+
+// Remove empties r's slot: r takes no new bindings, and its engine is
+// closed once its last binding is released, or now if it has none.
+// Holders still bound to r keep it, and are not told. If no healthy
+// replica is left, waiting requests fail with ErrNoReplica. Removing a
+// replica no longer in a slot does nothing.
+func (p *Pool) Remove(r *Replica) {
+	p.mu.Lock()
+	i := p.slotLocked(r)
+	if p.closed || i < 0 {
+		p.mu.Unlock()
+		return
+	}
+	p.replicas = append(p.replicas[:i], p.replicas[i+1:]...)
+	closeIt := p.retireLocked(r)
+	var failed []*waiter
+	if p.healthyLocked() == 0 {
+		failed, p.waiters = p.waiters, nil
+	}
+	p.mu.Unlock()
+	for _, w := range failed {
+		w.ch <- grant{err: p.noReplica()}
+	}
+	if closeIt {
+		p.closeRetired(r)
+	}
+}
+
+// SetEmptyReason records why the pool has no replica, for the error of
+// requests refused while it has none (nil to clear): the stage's endpoint
+// name resolving to no address, say.
+func (p *Pool) SetEmptyReason(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.emptyWhy = err
+}
+
+// Empty returns, when the pool has no replica at all, the error Acquire
+// fails with (ErrNoReplica and the reason, if one was set), and nil when
+// it has one.
+func (p *Pool) Empty() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.replicas) > 0 {
+		return nil
+	}
+	return p.noReplicaLocked()
+}
+
+// noReplica is ErrNoReplica, with the pool's empty reason when it has no
+// replica at all.
+func (p *Pool) noReplica() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.noReplicaLocked()
+}
+
+func (p *Pool) noReplicaLocked() error {
+	if len(p.replicas) == 0 && p.emptyWhy != nil {
+		return fmt.Errorf("%w: %w", ErrNoReplica, p.emptyWhy)
+	}
+	return ErrNoReplica
+}
+
+// InSlot returns the replica in the slot numbered index now, or nil when
+// that slot is empty (never filled, or removed).
+func (p *Pool) InSlot(index int) *Replica {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.replicas {
+		if r.Index == index {
+			return r
+		}
+	}
+	return nil
+}
+
+// holds reports whether r is in one of the pool's slots.
+func (p *Pool) holds(r *Replica) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.slotLocked(r) >= 0
+}
+
+// slotLocked returns r's position in p.replicas, or -1 when r is in no
+// slot.
+func (p *Pool) slotLocked(r *Replica) int {
+	if r.pool != p || r.retired {
+		return -1
+	}
+	for i, x := range p.replicas {
+		if x == r {
+			return i
+		}
+	}
+	return -1
+}
+
+// retireLocked marks r, just taken out of its slot, retired, and reports
+// whether the caller must close its engine now (it has no binding).
+func (p *Pool) retireLocked(r *Replica) bool {
+	r.retired = true
+	if r.load == 0 {
+		return p.takeRetiredLocked(r)
+	}
+	p.retired = append(p.retired, r)
+	return false
 }
 
 // Acquire binds h to the least-loaded healthy replica with a free slot,
@@ -131,8 +275,9 @@ func (p *Pool) Acquire(ctx context.Context, h Holder) (*Replica, error) {
 		return r, nil
 	}
 	if p.healthyLocked() == 0 {
+		err := p.noReplicaLocked()
 		p.mu.Unlock()
-		return nil, ErrNoReplica
+		return nil, err
 	}
 	if len(p.waiters) >= p.maxQueue {
 		p.mu.Unlock()
@@ -234,7 +379,7 @@ func (p *Pool) takeRetiredLocked(r *Replica) bool {
 func (p *Pool) closeRetired(r *Replica) {
 	err := r.Engine.Close()
 	if err != nil {
-		err = fmt.Errorf("close %s (replaced): %w", r.ID, err)
+		err = fmt.Errorf("close %s (out of service): %w", r.ID, err)
 	}
 	if p.RetiredClosed != nil {
 		p.RetiredClosed(r, err)
@@ -291,29 +436,28 @@ func (p *Pool) MarkLost(r *Replica, cause error) bool {
 // old is retired: its holders release it as usual, and its engine is closed
 // once the last of them has, or now when it has no binding left. Replace
 // fails, and the caller keeps e, if the pool is closed or old is not a
-// lost replica in its slot.
+// lost replica in its slot (ErrRemoved when Remove emptied the slot).
 func (p *Pool) Replace(old *Replica, e engine.Engine) (*Replica, error) {
 	p.mu.Lock()
 	switch {
 	case p.closed:
 		p.mu.Unlock()
 		return nil, ErrClosed
-	case old.pool != p || old.Index < 0 || old.Index >= len(p.replicas) || p.replicas[old.Index] != old:
+	case old.pool != p:
 		p.mu.Unlock()
-		return nil, fmt.Errorf("replace %s: not in the pool's slots", old.ID)
+		return nil, fmt.Errorf("replace %s: not a replica of this pool", old.ID)
 	case !old.lost:
 		p.mu.Unlock()
 		return nil, fmt.Errorf("replace %s: the replica is not lost", old.ID)
 	}
-	r := &Replica{ID: old.ID, Stage: old.Stage, Index: old.Index, Engine: e, pool: p, bound: map[Holder]struct{}{}}
-	p.replicas[old.Index] = r
-	old.retired = true
-	closeOld := false
-	if old.load == 0 {
-		closeOld = p.takeRetiredLocked(old)
-	} else {
-		p.retired = append(p.retired, old)
+	i := p.slotLocked(old)
+	if i < 0 {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("replace %s: %w", old.ID, ErrRemoved)
 	}
+	r := &Replica{ID: old.ID, Stage: old.Stage, Index: old.Index, Engine: e, pool: p, bound: map[Holder]struct{}{}}
+	p.replicas[i] = r
+	closeOld := p.retireLocked(old)
 	p.grantLocked()
 	p.mu.Unlock()
 	if closeOld {

@@ -207,7 +207,7 @@ func TestReplace(t *testing.T) {
 	if r == old || r.ID != old.ID || r.Index != old.Index || r.Engine != fresh || !r.Healthy() || old.Healthy() {
 		t.Fatalf("new replica %+v in the slot of %+v", r, old)
 	}
-	if p.Replica(old.Index) != r || p.Replicas()[old.Index] != r {
+	if p.InSlot(old.Index) != r || p.Replicas()[old.Index] != r {
 		t.Error("the slot does not hold the new replica")
 	}
 	if _, err := p.Replace(old, &nopEngine{}); err == nil {
@@ -245,7 +245,7 @@ func TestReplace(t *testing.T) {
 	if oldEngine.closed != 1 || fresh.closed != 1 {
 		t.Errorf("after Close: retired engine closed %d times, new one %d; want once each", oldEngine.closed, fresh.closed)
 	}
-	lost := p.Replica(1)
+	lost := p.InSlot(1)
 	p.MarkLost(lost, errors.New("gone"))
 	if _, err := p.Replace(lost, &nopEngine{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("replace in a closed pool = %v", err)
@@ -256,7 +256,7 @@ func TestReplaceUnboundClosesAtOnce(t *testing.T) {
 	p := newPool(1, 1, 0)
 	var closed []*Replica
 	p.RetiredClosed = func(r *Replica, err error) { closed = append(closed, r) }
-	old := p.Replica(0)
+	old := p.InSlot(0)
 	p.MarkLost(old, errors.New("gone"))
 	if _, err := p.Acquire(context.Background(), &holder{}); !errors.Is(err, ErrNoReplica) {
 		t.Fatalf("acquire with the only replica lost = %v", err)

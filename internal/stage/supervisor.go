@@ -76,6 +76,7 @@ type Supervisor struct {
 	build Builder
 	opts  SupervisorOptions
 	log   *slog.Logger
+	disc  *discovery // nil for a pool of fixed slots
 
 	life    context.Context    // cancelled by Stop
 	stop    context.CancelFunc // cancels life
@@ -97,6 +98,16 @@ type restart struct {
 // a replica cannot be built, the ones built are closed and the error names
 // the replica.
 func Supervise(stageID int, name string, n, maxInflight, maxQueue int, build Builder, opts SupervisorOptions) (*Supervisor, error) {
+	engines, err := buildAll(n, build)
+	if err != nil {
+		return nil, err
+	}
+	return newSupervisor(NewPool(stageID, name, engines, maxInflight, maxQueue), build, opts), nil
+}
+
+// buildAll builds the engines of slots 0..n-1, closing those built if one
+// fails.
+func buildAll(n int, build Builder) ([]engine.Engine, error) {
 	engines := make([]engine.Engine, 0, n)
 	for i := range n {
 		e, err := build(i)
@@ -108,6 +119,10 @@ func Supervise(stageID int, name string, n, maxInflight, maxQueue int, build Bui
 		}
 		engines = append(engines, e)
 	}
+	return engines, nil
+}
+
+func newSupervisor(pool *Pool, build Builder, opts SupervisorOptions) *Supervisor {
 	if opts.RestartBackoff == 0 {
 		opts.RestartBackoff = DefaultRestartBackoff
 	}
@@ -122,16 +137,16 @@ func Supervise(stageID int, name string, n, maxInflight, maxQueue int, build Bui
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Supervisor{
-		pool: NewPool(stageID, name, engines, maxInflight, maxQueue), build: build, opts: opts, log: opts.Logger,
+		pool: pool, build: build, opts: opts, log: opts.Logger,
 		closing: make(chan struct{}), restarted: map[int]restart{},
 	}
 	s.life, s.stop = context.WithCancel(context.Background())
 	s.pool.RetiredClosed = func(r *Replica, err error) {
 		if err != nil {
-			s.log.Warn("closing a lost replica failed", "replica", r.ID, "err", err)
+			s.log.Warn("closing a replica out of service failed", "replica", r.ID, "err", err)
 		}
 	}
-	return s, nil
+	return s
 }
 
 // Pool returns the supervised pool.
@@ -158,6 +173,9 @@ func (s *Supervisor) Warm(ctx context.Context) error {
 	}
 	for _, r := range replicas {
 		s.watch(r)
+	}
+	if s.disc != nil {
+		s.goLoop(s.disc.loop)
 	}
 	return nil
 }
@@ -239,6 +257,9 @@ func (s *Supervisor) restart(old *Replica, cause error) {
 			t.Stop()
 			return
 		}
+		if !s.pool.holds(old) {
+			return // Removed while it waited: nothing to restart.
+		}
 		start := time.Now()
 		e, err := s.warmEngine(old.Index)
 		if err == nil {
@@ -248,6 +269,10 @@ func (s *Supervisor) restart(old *Replica, cause error) {
 			s.restarted[old.Index] = restart{at: time.Now(), backoff: backoff}
 			s.mu.Unlock()
 			r, err := s.pool.Replace(old, e)
+			if errors.Is(err, ErrRemoved) {
+				_ = e.Close()
+				return
+			}
 			if err != nil {
 				// Only this loop fills the slot, and the pool closes after
 				// it returns: this is a bug, and retrying would not help.

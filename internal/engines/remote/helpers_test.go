@@ -75,6 +75,16 @@ func registerTestEngines(r *engine.Registry) { testengine.Register(r, nil, testE
 // adds.
 func startStageServerWith(t testing.TB, yaml string, stage int, key string, register func(*engine.Registry)) (string, func()) {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startStageServerOn(t, ln, yaml, stage, key, register)
+}
+
+// startStageServerOn is startStageServerWith serving on ln.
+func startStageServerOn(t testing.TB, ln net.Listener, yaml string, stage int, key string, register func(*engine.Registry)) (string, func()) {
+	t.Helper()
 	cfg := testkit.Parse(t, yaml)
 	reg := &engine.Registry{}
 	register(reg)
@@ -83,10 +93,6 @@ func startStageServerWith(t testing.TB, yaml string, stage int, key string, regi
 		t.Fatal(err)
 	}
 	srv, err := api.New(orch, api.Options{Stage: &stage, Codec: payload.NewCodec([]byte(key)), ShutdownTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -50,6 +52,10 @@ type Config struct {
 	Pipeline *pipeline.Config
 	// Endpoint is the stage server's base URL.
 	Endpoint string
+	// Addr, when set, is the host:port the replica connects to instead of
+	// the endpoint's host (one of the addresses its name resolves to); the
+	// calls still name the endpoint's host (Host header, TLS name).
+	Addr string
 	// Client makes the calls and the health checks.
 	Client *hop.Client
 	// Codec signs the input streams and checks the answers; it holds the
@@ -64,8 +70,8 @@ type Config struct {
 // placement remote (orchestrator.Options.Remote): each calls its endpoint
 // with codec, and with the API key in the stage's api_key_file, if any.
 func Placement(cfg *pipeline.Config, codec *payload.Codec) orchestrator.RemoteFunc {
-	return func(spec engine.Spec, d *pipeline.DeployStage, endpoint string) (engine.Engine, error) {
-		client := &hop.Client{HTTP: hop.NewHTTPClient()}
+	return func(spec engine.Spec, d *pipeline.DeployStage, endpoint, addr string) (engine.Engine, error) {
+		client := &hop.Client{HTTP: httpClientTo(addr)}
 		if file := d.Hop.APIKeyFile; file != "" {
 			key, err := readKey(file)
 			if err != nil {
@@ -73,14 +79,29 @@ func Placement(cfg *pipeline.Config, codec *payload.Codec) orchestrator.RemoteFu
 			}
 			client.APIKey = key
 		}
-		return New(Config{Stage: spec, Pipeline: cfg, Endpoint: endpoint, Client: client, Codec: codec, Hop: d.Hop})
+		return New(Config{Stage: spec, Pipeline: cfg, Endpoint: endpoint, Addr: addr, Client: client, Codec: codec, Hop: d.Hop})
 	}
+}
+
+// httpClientTo returns a hop HTTP client whose connections all go to addr
+// (host:port), whatever host a URL names; with addr empty, to the URL's.
+func httpClientTo(addr string) *http.Client {
+	c := hop.NewHTTPClient()
+	if addr == "" {
+		return c
+	}
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	c.Transport.(*http.Transport).DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}
+	return c
 }
 
 // Engine is one replica: one stage server.
 type Engine struct {
 	cfg      Config
 	endpoint string
+	where    string      // the endpoint, and the address when it has one, for messages
 	caller   *hop.Caller // nil for a stage the route skips
 
 	ctx    context.Context // cancelled by Close
@@ -133,6 +154,10 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Hop.HealthFailures = DefaultHealthFailures
 	}
 	e := &Engine{cfg: cfg, endpoint: strings.TrimRight(cfg.Endpoint, "/"), lost: make(chan struct{})}
+	e.where = e.endpoint
+	if cfg.Addr != "" && cfg.Addr != u.Host {
+		e.where += " (" + cfg.Addr + ")"
+	}
 	if cfg.Pipeline.Route.OnRoute(cfg.Stage.StageID) {
 		// A skipped stage is initialized and checked, never called.
 		if e.caller, err = hop.NewCaller(cfg.Pipeline, cfg.Stage.StageID, cfg.Client, cfg.Codec); err != nil {
@@ -159,7 +184,7 @@ func (e *Engine) Warm(parent context.Context) error {
 		}
 		var he *hop.HTTPError
 		if errors.As(err, &he) && !he.Temporary() {
-			return fmt.Errorf("remote: %s/ready: %w (is it an omnistage stage server?)", e.endpoint, err)
+			return fmt.Errorf("remote: %s: /ready: %w (is it an omnistage stage server?)", e.where, err)
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -167,9 +192,9 @@ func (e *Engine) Warm(parent context.Context) error {
 		case <-ctx.Done():
 			t.Stop()
 			if parent.Err() != nil {
-				return fmt.Errorf("remote: %s not ready: %w", e.endpoint, parent.Err())
+				return fmt.Errorf("remote: %s not ready: %w", e.where, parent.Err())
 			}
-			return fmt.Errorf("remote: %s not ready after %s: %w", e.endpoint, e.cfg.Hop.WarmTimeout, err)
+			return fmt.Errorf("remote: %s not ready after %s: %w", e.where, e.cfg.Hop.WarmTimeout, err)
 		}
 		pause = min(2*pause, time.Second)
 	}
@@ -181,8 +206,9 @@ func (e *Engine) Warm(parent context.Context) error {
 }
 
 // minProbeTimeout is the least time a health check waits for its answer,
-// however short the interval.
-const minProbeTimeout = time.Second
+// however short the interval: a loaded host answers /health in far less,
+// and a host cut off is found within this plus the interval.
+const minProbeTimeout = 500 * time.Millisecond
 
 // healthLoop checks /health until Close, and loses the replica after too
 // many failures in a row.
@@ -210,7 +236,7 @@ func (e *Engine) healthLoop() {
 			continue
 		}
 		if failures++; failures >= e.cfg.Hop.HealthFailures {
-			e.markLost(fmt.Errorf("%d health checks of %s failed in a row, the last: %w", failures, e.endpoint, err))
+			e.markLost(fmt.Errorf("%d health checks of %s failed in a row, the last: %w", failures, e.where, err))
 			return
 		}
 	}
@@ -245,7 +271,7 @@ func (e *Engine) Close() error {
 func (e *Engine) Process(ctx context.Context, job *engine.Job) error {
 	select {
 	case <-e.lost:
-		return fmt.Errorf("remote %s: %w: %w", e.endpoint, engine.ErrReplicaLost, e.lostErr)
+		return fmt.Errorf("remote %s: %w: %w", e.where, engine.ErrReplicaLost, e.lostErr)
 	default:
 	}
 	if e.caller == nil {
@@ -282,15 +308,15 @@ func (e *Engine) callError(ctx context.Context, err error) error {
 		// payload error) must not classify the request's failure, which
 		// is the lost replica.
 		e.markLost(err)
-		return fmt.Errorf("remote %s: %w: %v", e.endpoint, engine.ErrReplicaLost, err)
+		return fmt.Errorf("remote %s: %w: %v", e.where, engine.ErrReplicaLost, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		// Not the request's deadline (ctx is alive): the timeout setting's.
-		return fmt.Errorf("remote %s: no answer within %s", e.endpoint, e.cfg.Hop.Timeout)
+		return fmt.Errorf("remote %s: no answer within %s", e.where, e.cfg.Hop.Timeout)
 	case errors.As(err, &he) && he.Status == 400 && he.Code == "bad_request":
 		// The server's engine refused the request's own input or params.
 		return &engine.InputError{Reason: he.Message}
 	}
-	return fmt.Errorf("remote %s: %w", e.endpoint, err)
+	return fmt.Errorf("remote %s: %w", e.where, err)
 }
 
 // readKey reads a key file, dropping surrounding white space.

@@ -488,7 +488,7 @@ pipeline:
 	place := remote.Placement(cfg, nil)
 	d := cfg.Deploy.Stages[1]
 	d.Hop.APIKeyFile = "/nonexistent/key"
-	if _, err := place(spec, &d, "http://a:1"); err == nil || !strings.Contains(err.Error(), "api_key_file") || !strings.Contains(err.Error(), "/nonexistent/key") {
+	if _, err := place(spec, &d, "http://a:1", ""); err == nil || !strings.Contains(err.Error(), "api_key_file") || !strings.Contains(err.Error(), "/nonexistent/key") {
 		t.Fatalf("missing key file: %v", err)
 	}
 }
