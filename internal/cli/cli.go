@@ -72,6 +72,7 @@ func commands() []command {
 		{"route", "route [--config F] [--json]   print the resolved route", route},
 		{"run", "run --stage URL [--stage URL ...] [-o out.wav] [--timestamps] TEXT   drive stage servers over /v1/run", runCoordinator},
 		{"serve", "serve [--config F] [--addr A] [--stage N] [...]   serve the HTTP API (serve -h: all flags)", serve},
+		{"bench", "bench (--url URL | --config F) [-n N | --duration D] [-c C | --rate R] [--abort-ratio X] [--json]   load a server and report", bench},
 	}
 }
 
