@@ -27,11 +27,12 @@ import (
 
 // server is an `omnistage serve` process, run as a user runs it.
 type server struct {
-	url  string
-	addr string
-	cmd  *exec.Cmd
-	out  *testkit.SyncBuffer // its stderr: JSON log lines, its workers' output
-	done chan error
+	url    string
+	addr   string
+	cmd    *exec.Cmd
+	out    *testkit.SyncBuffer // its stderr: JSON log lines, its workers' output
+	done   chan error
+	client *http.Client // reaches it: http.DefaultClient, or one in its network namespace
 }
 
 // listening matches the server's first log line, which names its address.
@@ -42,11 +43,22 @@ var listening = regexp.MustCompile(`"msg":"http server listening","addr":"([0-9.
 // SIGTERM, when the test ends.
 func serve(tb testing.TB, args ...string) *server {
 	tb.Helper()
+	return serveIn(tb, "", args...)
+}
+
+// serveIn is serve in the network namespace ns ("" for this process's).
+func serveIn(tb testing.TB, ns string, args ...string) *server {
+	tb.Helper()
 	if !strings.Contains(strings.Join(args, " "), "--addr") {
 		args = append(args, "--addr", "127.0.0.1:0")
 	}
-	s := &server{out: &testkit.SyncBuffer{}, done: make(chan error, 1)}
+	s := &server{out: &testkit.SyncBuffer{}, done: make(chan error, 1), client: http.DefaultClient}
 	s.cmd = exec.Command(omnistage(tb), append([]string{"serve"}, args...)...)
+	if ns != "" {
+		// ip netns exec execs the command: the process is omnistage's.
+		s.cmd = exec.Command("ip", append([]string{"netns", "exec", ns, omnistage(tb), "serve"}, args...)...)
+		s.client = nsClient(ns)
+	}
 	s.cmd.Stderr = s.out
 	if err := s.cmd.Start(); err != nil {
 		tb.Fatal(err)
@@ -62,7 +74,7 @@ func serve(tb testing.TB, args ...string) *server {
 		s.wait(tb, deadline)
 	}
 	for {
-		resp, err := http.Get(s.url + "/ready")
+		resp, err := s.client.Get(s.url + "/ready")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

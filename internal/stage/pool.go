@@ -84,6 +84,7 @@ type Pool struct {
 	mu          sync.Mutex
 	replicas    []*Replica // in slot order; Replace swaps an entry, Remove drops one
 	next        int        // the Index of the next slot Add makes
+	turn        int        // where pickLocked starts looking
 	retired     []*Replica // replaced or removed replicas whose engine is not closed yet
 	emptyWhy    error      // why the pool has no replica, when it has none (SetEmptyReason)
 	maxInflight int
@@ -309,15 +310,25 @@ func (p *Pool) Acquire(ctx context.Context, h Holder) (*Replica, error) {
 }
 
 // pickLocked returns the least-loaded healthy replica with a free slot.
+// Among equally loaded ones it takes turns, starting after the last one
+// picked: at low load every replica takes requests (a replica just added
+// too), not only the first.
 func (p *Pool) pickLocked() *Replica {
 	var best *Replica
-	for _, r := range p.replicas {
+	bestAt := 0
+	n := len(p.replicas)
+	for k := range n {
+		i := (p.turn + k) % n
+		r := p.replicas[i]
 		if r.lost || r.load >= p.maxInflight {
 			continue
 		}
 		if best == nil || r.load < best.load {
-			best = r
+			best, bestAt = r, i
 		}
+	}
+	if best != nil {
+		p.turn = bestAt + 1
 	}
 	return best
 }

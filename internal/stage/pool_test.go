@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 
@@ -65,6 +66,25 @@ func TestLeastLoaded(t *testing.T) {
 		t.Errorf("stats = %+v", st)
 	}
 	_ = hs
+}
+
+// TestTiesTakeTurns checks that requests one at a time go to every
+// replica in turn, not all to the first.
+func TestTiesTakeTurns(t *testing.T) {
+	p := newPool(3, 2, 0)
+	var got []string
+	for range 6 {
+		h := &holder{}
+		r, err := p.Acquire(context.Background(), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r.ID)
+		p.Release(r, h)
+	}
+	if want := []string{"voc/0", "voc/1", "voc/2", "voc/0", "voc/1", "voc/2"}; !slices.Equal(got, want) {
+		t.Errorf("one request at a time went to %v, want %v", got, want)
+	}
 }
 
 func TestQueueFIFOAndCancel(t *testing.T) {

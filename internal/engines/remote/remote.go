@@ -178,7 +178,11 @@ func (e *Engine) Warm(parent context.Context) error {
 	defer cancel()
 	pause := 20 * time.Millisecond
 	for {
-		err := e.cfg.Client.Probe(ctx, e.endpoint, "/ready")
+		// Each check has its own bound: a host cut off (its packets dropped,
+		// not refused) must not hold the next check, once it is back.
+		pctx, pcancel := context.WithTimeout(ctx, e.probeTimeout())
+		err := e.cfg.Client.Probe(pctx, e.endpoint, "/ready")
+		pcancel()
 		if err == nil {
 			break
 		}
@@ -210,6 +214,12 @@ func (e *Engine) Warm(parent context.Context) error {
 // and a host cut off is found within this plus the interval.
 const minProbeTimeout = 500 * time.Millisecond
 
+// probeTimeout bounds one /ready or /health check: the health interval,
+// and at least minProbeTimeout.
+func (e *Engine) probeTimeout() time.Duration {
+	return max(e.cfg.Hop.HealthInterval, minProbeTimeout)
+}
+
 // healthLoop checks /health until Close, and loses the replica after too
 // many failures in a row.
 func (e *Engine) healthLoop() {
@@ -225,7 +235,7 @@ func (e *Engine) healthLoop() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(e.ctx, max(e.cfg.Hop.HealthInterval, minProbeTimeout))
+		ctx, cancel := context.WithTimeout(e.ctx, e.probeTimeout())
 		err := e.cfg.Client.Probe(ctx, e.endpoint, "/health")
 		cancel()
 		if e.ctx.Err() != nil {
