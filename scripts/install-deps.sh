@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # install-deps.sh installs the Debian packages omnistage builds and tests
-# against (the Flite and PocketSphinx engines are linked through cgo), if any
-# is missing; the flite command is the acceptance tests' reference, and
-# iproute2, curl and openssl run the README's two-host example in network
+# against (the Flite and PocketSphinx engines and the mp3, Opus and FLAC
+# encoders are linked through cgo), if any is missing; the flite command is
+# the acceptance tests' reference, ffmpeg encodes aac at run time and, with
+# mpg123, opus-tools and flac, decodes the encoders' output in their tests,
+# and iproute2, curl and openssl run the README's two-host example in network
 # namespaces. It uses sudo when not run as root.
 set -euo pipefail
 
-packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us iproute2 curl openssl)
+packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libmp3lame-dev libopusenc-dev libflac-dev ffmpeg mpg123 opus-tools flac iproute2 curl openssl)
 
 missing=()
 for p in "${packages[@]}"; do
