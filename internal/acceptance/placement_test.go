@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -70,7 +71,7 @@ func sameSpeech(t *testing.T, got, want speech) {
 	if got.audio.SampleRate != want.audio.SampleRate || !slices.Equal(got.audio.Samples, want.audio.Samples) {
 		t.Errorf("audio: %d samples at %d Hz, want the in-process %d at %d Hz", len(got.audio.Samples), got.audio.SampleRate, len(want.audio.Samples), want.audio.SampleRate)
 	}
-	if !slices.Equal(got.words, want.words) {
+	if !reflect.DeepEqual(got.words, want.words) {
 		t.Errorf("timestamps %v, want the in-process %v", got.words, want.words)
 	}
 }

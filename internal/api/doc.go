@@ -57,7 +57,10 @@
 //     input_tokens counts the input's characters and output_tokens is 0.
 //   - Word timestamps: request header X-Word-Timestamps: true adds the
 //     timestamps output. Not streamed, they come as compact ASCII JSON,
-//     [{"word","start_ms","end_ms"}, ...], in the X-Word-Timestamps
+//     [{"word","char_start","char_end","start_ms","end_ms","spoken"}, ...]
+//     (one entry per token of the input: word is input[char_start:char_end],
+//     offsets in code points; spoken the words said for it), in the
+//     X-Word-Timestamps
 //     response header, up to MaxTimestampsHeader (4 KiB); longer ones are
 //     left out and the X-Word-Timestamps-Omitted header says why and where
 //     to get them. With sse they come as a data: {"type":

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -119,7 +120,7 @@ func TestRunCoordinator(t *testing.T) {
 		t.Errorf("audio: %d samples at %d Hz, say made %d at %d Hz", len(got.Samples), got.SampleRate, len(wantAudio.Samples), wantAudio.SampleRate)
 	}
 	var words []engine.Word
-	if err := json.Unmarshal(stdout, &words); err != nil || !slices.Equal(words, wantWords) {
+	if err := json.Unmarshal(stdout, &words); err != nil || !reflect.DeepEqual(words, wantWords) {
 		t.Fatalf("stdout %q (%v), want %v", stdout, err, wantWords)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,7 +56,8 @@ func TestSayWithTimestamps(t *testing.T) {
 		}
 		prevEnd = w.EndMs
 	}
-	if words[0].Word != "the" || words[5].Word != "over" || words[6].Word != "two" {
+	// Entries are the input's tokens, with the words spoken for them.
+	if words[0].Word != "The" || words[5].Word != "over" || words[6].Word != "2" || !slices.Equal(words[6].Spoken, []string{"two"}) {
 		t.Errorf("words = %+v", words)
 	}
 }

@@ -109,11 +109,19 @@ type Words struct {
 	Words []Word `msgpack:"words"`
 }
 
-// Word is one word's place in the audio.
+// Word is one word's place in the audio. An aligner's entries are the
+// tokens of the request's input text: Word is the input's own text of the
+// span [CharStart, CharEnd) (offsets in Unicode code points, end
+// exclusive), and Spoken the words the talker said for it ("$100": "one",
+// "hundred", "dollars"). Entries without a span (a talker's own word
+// times) have Spoken nil and the span zero.
 type Word struct {
-	Word    string `msgpack:"word" json:"word"`
-	StartMs int    `msgpack:"start_ms" json:"start_ms"`
-	EndMs   int    `msgpack:"end_ms" json:"end_ms"`
+	Word      string   `msgpack:"word" json:"word"`
+	CharStart int      `msgpack:"char_start" json:"char_start"`
+	CharEnd   int      `msgpack:"char_end" json:"char_end"`
+	StartMs   int      `msgpack:"start_ms" json:"start_ms"`
+	EndMs     int      `msgpack:"end_ms" json:"end_ms"`
+	Spoken    []string `msgpack:"spoken" json:"spoken,omitempty"`
 }
 
 // SliceSource is a Source over a fixed list of chunks.

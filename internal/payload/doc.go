@@ -140,9 +140,12 @@
 //	  words  words  array of map word  required  the words, in order
 //
 //	word: engine.Word
-//	  word      word      str  required  the word
-//	  start_ms  start_ms  int  required  start, ms
-//	  end_ms    end_ms    int  required  end, ms
+//	  word        word        str           required  the word: the input's text of its span
+//	  char_start  char_start  int           optional  span start in the input, code points
+//	  char_end    char_end    int           optional  span end in the input, code points, exclusive
+//	  start_ms    start_ms    int           required  start, ms
+//	  end_ms      end_ms      int           required  end, ms
+//	  spoken      spoken      array of str  optional  the words spoken for the span
 //
 //	error: the body of a stream's error frame
 //	  status   status   int  required   HTTP status, 400..599

@@ -172,6 +172,12 @@ const maxPrealloc = 1024
 
 // arrayOf is the value of an array of elem. An empty array reads as a nil
 // slice.
+// zeroInt is v, empty when zero: an optional int absent reads as 0.
+func zeroInt(v value[int]) value[int] {
+	v.empty = func(n *int) bool { return *n == 0 }
+	return v
+}
+
 func arrayOf[V any](elem value[V]) value[[]V] {
 	return value[[]V]{
 		typ: "array of " + elem.typ,
@@ -405,9 +411,12 @@ var (
 	)
 
 	wordSchema = newSchema("word", "engine.Word",
-		fieldOf("word", "word", required, strV, func(w *engine.Word) *string { return &w.Word }, "the word"),
+		fieldOf("word", "word", required, strV, func(w *engine.Word) *string { return &w.Word }, "the word: the input's text of its span"),
+		fieldOf("char_start", "char_start", optional, zeroInt(intV), func(w *engine.Word) *int { return &w.CharStart }, "span start in the input, code points"),
+		fieldOf("char_end", "char_end", optional, zeroInt(intV), func(w *engine.Word) *int { return &w.CharEnd }, "span end in the input, code points, exclusive"),
 		fieldOf("start_ms", "start_ms", required, intV, func(w *engine.Word) *int { return &w.StartMs }, "start, ms"),
 		fieldOf("end_ms", "end_ms", required, intV, func(w *engine.Word) *int { return &w.EndMs }, "end, ms"),
+		fieldOf("spoken", "spoken", optional, arrayOf(strV), func(w *engine.Word) *[]string { return &w.Spoken }, "the words spoken for the span"),
 	)
 
 	errorSchema = newSchema("error", "the body of a stream's error frame",

@@ -179,6 +179,10 @@ func chunkProblem(c *engine.Chunk) string {
 				return fmt.Sprintf("words[%d] is not valid UTF-8", i)
 			case w.StartMs < 0 || w.EndMs < w.StartMs:
 				return fmt.Sprintf("words[%d] %q spans %d..%d ms; want 0 <= start_ms <= end_ms", i, w.Word, w.StartMs, w.EndMs)
+			case w.CharStart < 0 || w.CharEnd < w.CharStart:
+				return fmt.Sprintf("words[%d] %q spans characters %d..%d; want 0 <= char_start <= char_end", i, w.Word, w.CharStart, w.CharEnd)
+			case slices.ContainsFunc(w.Spoken, func(s string) bool { return !utf8.ValidString(s) }):
+				return fmt.Sprintf("words[%d] has a spoken word that is not valid UTF-8", i)
 			}
 		}
 	}

@@ -4,32 +4,45 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
 
 // WordPron is a normalized word as flite's text analysis produced it, with
 // its phones (flite phone names, lower-case, e.g. "hh","ax","l","ow"; no
-// pauses).
+// pauses) and the token of the input it was made from.
 type WordPron struct {
 	Word   string
 	Phones []string
+	// Token numbers the input's tokens that made words, from 0 in input
+	// order: the words of one token ("$100": "one", "hundred", "dollars")
+	// share it.
+	Token int
+	// CharStart and CharEnd are the token's span of the input text, in
+	// code points, end exclusive: input[CharStart:CharEnd] is the token as
+	// written ("$100"), without the punctuation around it.
+	CharStart, CharEnd int
 }
 
 // Analyze runs flite's text analysis (tokenization, normalization of
 // numbers/punctuation/abbreviations, lexicon and letter-to-sound) on text
 // with the given voice and returns the words the talker would speak, in
-// order.
+// order, each with the token of text it came from.
 //
 // Analyze cleans and splits text exactly as the talker does, one sentence
 // per utterance, and includes post-lexical rules, so the words and phones
 // are the ones the talker speaks. Bad text is an *engine.InputError.
 func Analyze(text, voice string) ([]WordPron, error) {
-	v, sentences, err := prepare(text, voice)
+	v, c, sentences, err := prepareMap(text, voice)
 	if err != nil {
 		return nil, err
 	}
-	var out []WordPron
+	var (
+		out    []WordPron
+		cursor int // where the next token's search starts, in c.text
+		token  = -1
+	)
 	for _, s := range sentences {
 		u, err := synthText(v, s, 0, true)
 		if errors.Is(err, errEmpty) {
@@ -38,8 +51,21 @@ func Analyze(text, voice string) ([]WordPron, error) {
 		if err != nil {
 			return nil, fmt.Errorf("flite: analyze: %w", err)
 		}
+		lastID := -2
+		var start, end int
 		for _, w := range u.words() {
-			out = append(out, WordPron{Word: w.name, Phones: w.phones})
+			if w.tokenID < 0 || w.tokenID != lastID {
+				// A new token: find it in the cleaned text, after the last.
+				token++
+				lastID = w.tokenID
+				from, to := cursor, cursor
+				if i := strings.Index(c.text[cursor:], w.token); w.token != "" && i >= 0 {
+					from, to = cursor+i, cursor+i+len(w.token)
+					cursor = to
+				}
+				start, end = c.span(from, to)
+			}
+			out = append(out, WordPron{Word: w.name, Phones: w.phones, Token: token, CharStart: start, CharEnd: end})
 		}
 		u.free()
 	}
@@ -112,20 +138,27 @@ func toMs(sec float32, maxMs int) int {
 // prepare initializes flite, resolves the voice, cleans text and splits it
 // into the sentences the talker synthesizes one at a time.
 func prepare(text, voiceName string) (*voice, []string, error) {
+	v, _, sentences, err := prepareMap(text, voiceName)
+	return v, sentences, err
+}
+
+// prepareMap is prepare that also returns the cleaned text the sentences
+// were cut from, with where each of its bytes came from.
+func prepareMap(text, voiceName string) (*voice, cleaned, []string, error) {
 	if err := initFlite(); err != nil {
-		return nil, nil, err
+		return nil, cleaned{}, nil, err
 	}
 	v, err := lookupVoice(voiceName)
 	if err != nil {
-		return nil, nil, err
+		return nil, cleaned{}, nil, err
 	}
-	clean, err := cleanText(text)
+	c, err := cleanTextMap(text)
 	if err != nil {
-		return nil, nil, err
+		return nil, cleaned{}, nil, err
 	}
-	sentences := splitSentences(v, clean)
+	sentences := splitSentences(v, c.text)
 	if len(sentences) == 0 {
-		return nil, nil, &engine.InputError{Reason: "text has nothing to speak"}
+		return nil, cleaned{}, nil, &engine.InputError{Reason: "text has nothing to speak"}
 	}
-	return v, sentences, nil
+	return v, c, sentences, nil
 }

@@ -645,13 +645,28 @@ static float seg_end(const cst_item *w, const char *path)
 }
 
 void omni_utt_words(cst_utterance *u, const char **names, float *start,
-                    float *end, int *nph, const char **phones)
+                    float *end, int *nph, const char **phones,
+                    const char **tokens, int *tokid)
 {
-    cst_item *w, *syl, *seg;
-    int i = 0;
+    cst_item *w, *syl, *seg, *tok, *last = NULL;
+    int i = 0, ntok = -1;
     for (w = first_word(u); w; w = item_next(w), i++)
     {
         names[i] = item_name(w);
+        tok = utt_relation_present(u, "Token") ? item_parent(item_as(w, "Token")) : NULL;
+        if (tok == NULL)
+        {
+            tokens[i] = NULL;
+            tokid[i] = -1;
+        }
+        else
+        {
+            if (tok != last)
+                ntok++;
+            last = tok;
+            tokens[i] = item_name(tok);
+            tokid[i] = ntok;
+        }
         start[i] = seg_end(w, "R:SylStructure.daughter1.daughter1.R:Segment.p");
         end[i] = seg_end(w, "R:SylStructure.daughtern.daughtern.R:Segment");
         nph[i] = 0;

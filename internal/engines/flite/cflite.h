@@ -100,10 +100,13 @@ const cst_wave *omni_utt_wave(cst_utterance *u);
 /* omni_utt_counts counts the words and the phones under them. */
 void omni_utt_counts(cst_utterance *u, int *nwords, int *nphones);
 /* omni_utt_words fills, for each word, its name, its start and end in
- * seconds (from the Segment relation; -1 when unknown) and its phone count;
- * phones receives every word's phone names in order. */
+ * seconds (from the Segment relation; -1 when unknown), its phone count,
+ * the name of the token it was made from and that token's number in the
+ * utterance (words of one token share it; -1 and NULL when the word has
+ * no token); phones receives every word's phone names in order. */
 void omni_utt_words(cst_utterance *u, const char **names, float *start,
-                    float *end, int *nph, const char **phones);
+                    float *end, int *nph, const char **phones,
+                    const char **tokens, int *tokid);
 
 /* omni_heap_inuse is the number of bytes malloc has handed out and not
  * had back (glibc mallinfo2), for leak tests. */

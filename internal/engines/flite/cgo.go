@@ -368,6 +368,11 @@ type uttWord struct {
 	name       string
 	start, end float32
 	phones     []string
+	// token is the name of the token the word was made from, and tokenID
+	// its number in the utterance (-1 when the word has none): words of
+	// one token ("$100": "one", "hundred", "dollars") share it.
+	token   string
+	tokenID int
 }
 
 func (u utterance) words() []uttWord {
@@ -381,11 +386,16 @@ func (u utterance) words() []uttWord {
 	end := make([]float32, int(nw))
 	nph := make([]C.int, int(nw))
 	phones := make([]*C.char, int(np)+1)
-	C.omni_utt_words(u.u, &names[0], floatPtr(start), floatPtr(end), &nph[0], &phones[0])
+	tokens := make([]*C.char, int(nw))
+	tokid := make([]C.int, int(nw))
+	C.omni_utt_words(u.u, &names[0], floatPtr(start), floatPtr(end), &nph[0], &phones[0], &tokens[0], &tokid[0])
 	out := make([]uttWord, int(nw))
 	k := 0
 	for i := range out {
-		out[i] = uttWord{name: C.GoString(names[i]), start: start[i], end: end[i]}
+		out[i] = uttWord{name: C.GoString(names[i]), start: start[i], end: end[i], tokenID: int(tokid[i])}
+		if tokens[i] != nil {
+			out[i].token = C.GoString(tokens[i])
+		}
 		for j := 0; j < int(nph[i]); j, k = j+1, k+1 {
 			out[i].phones = append(out[i].phones, C.GoString(phones[k]))
 		}

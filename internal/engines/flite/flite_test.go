@@ -755,13 +755,50 @@ func TestVoices(t *testing.T) {
 
 func TestBreakLongTokens(t *testing.T) {
 	long := strings.Repeat("a", 2*maxTokenBytes+5)
-	got := breakLongTokens("x " + long + " y")
-	want := "x " + long[:maxTokenBytes] + " " + long[maxTokenBytes:2*maxTokenBytes] + " " + long[2*maxTokenBytes:] + " y"
-	if got != want {
-		t.Errorf("breakLongTokens = %q", got)
+	in := "x " + long + " y"
+	got, err := cleanTextMap(in)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if s := "short words stay"; breakLongTokens(s) != s {
+	want := "x " + long[:maxTokenBytes] + " " + long[maxTokenBytes:2*maxTokenBytes] + " " + long[2*maxTokenBytes:] + " y"
+	if got.text != want {
+		t.Errorf("breakLongTokens = %q", got.text)
+	}
+	// The pieces map back to the long word, end to end.
+	i := strings.Index(got.text, long[:maxTokenBytes])
+	if s, e := got.span(i, i+maxTokenBytes); s != 2 || e != 2+maxTokenBytes {
+		t.Errorf("first piece spans %d..%d of the input, want 2..%d", s, e, 2+maxTokenBytes)
+	}
+	if s := "short words stay"; breakLongTokens(cleaned{text: s}).text != s {
 		t.Errorf("breakLongTokens(%q) changed it", s)
+	}
+}
+
+// TestCleanTextOrigin checks that every byte of the cleaned text maps back
+// to the input character it came from.
+func TestCleanTextOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		from, to int    // a span of the cleaned text
+		want     string // the input it came from
+	}{
+		{"Café ß 5€!", 0, 4, "Café"},
+		{"Café ß 5€!", 5, 7, "ß"},
+		{"a 😀 b .", 0, 1, "a"},
+		{"x — y", 2, 3, "—"},
+		{"ño ok", 0, 2, "ño"},
+	} {
+		c, err := cleanTextMap(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.origin) != len(c.text)+1 {
+			t.Fatalf("%q: %d origins for %d bytes", tc.in, len(c.origin), len(c.text))
+		}
+		s, e := c.span(tc.from, tc.to)
+		if got := string([]rune(tc.in)[s:e]); got != tc.want {
+			t.Errorf("%q cleaned to %q: bytes %d..%d came from %q, want %q", tc.in, c.text, tc.from, tc.to, got, tc.want)
+		}
 	}
 }
 
@@ -824,4 +861,45 @@ func FuzzTalker(f *testing.F) {
 			t.Fatalf("vocoder: %v", err)
 		}
 	})
+}
+
+// TestAnalyzeSpans checks that every spoken word comes from a token of the
+// input whose span is in order, inside the input, not overlapping the
+// others, and is the input's own text there.
+func TestAnalyzeSpans(t *testing.T) {
+	for _, text := range []string{
+		"Dr. Smith paid $100 on 3/14/2024 at https://example.com/a?b=1.",
+		"It's 9:30 a.m. — café, naïve, Zürich… 😀 then 1st, 2nd & 3rd!",
+		"The U.S.A. has 50 states; e.g. Ohio (OH) and Texas.",
+		"Emoji only between 👋🏽 words, and CJK 漢字 too.",
+		strings.Repeat("x", 250) + " tail",
+	} {
+		words, err := Analyze(text, "slt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runes := []rune(text)
+		prevEnd, prevToken := 0, -1
+		for i, w := range words {
+			if w.Token == prevToken {
+				if w.CharStart != words[i-1].CharStart || w.CharEnd != words[i-1].CharEnd {
+					t.Errorf("%q: words of token %d have different spans", text, w.Token)
+				}
+				continue
+			}
+			if w.Token != prevToken+1 {
+				t.Errorf("%q: token %d follows %d", text, w.Token, prevToken)
+			}
+			prevToken = w.Token
+			if w.CharStart < prevEnd || w.CharEnd <= w.CharStart || w.CharEnd > len(runes) {
+				t.Errorf("%q: %q spans %d..%d after %d, in %d characters", text, w.Word, w.CharStart, w.CharEnd, prevEnd, len(runes))
+				continue
+			}
+			prevEnd = w.CharEnd
+			span := string(runes[w.CharStart:w.CharEnd])
+			if strings.TrimSpace(span) != span || span == "" {
+				t.Errorf("%q: token %d spans %q", text, w.Token, span)
+			}
+		}
+	}
 }

@@ -24,60 +24,117 @@ const MaxTextRunes = 10000
 // other character with a space. Runs of more than maxTokenBytes
 // non-space characters are broken with a space every maxTokenBytes.
 func cleanText(text string) (string, error) {
+	c, err := cleanTextMap(text)
+	return c.text, err
+}
+
+// cleaned is cleaned text with, for each of its bytes, the character of
+// the input it came from.
+type cleaned struct {
+	text string
+	// origin[i] is the index, in code points, of the input character that
+	// byte i of text came from (an inserted space: the next byte's);
+	// origin[len(text)] is the input's length in code points.
+	origin []int32
+}
+
+// span returns the input's code-point span [start, end) that the bytes
+// [from, to) of the cleaned text came from.
+func (c cleaned) span(from, to int) (start, end int) {
+	if from >= to {
+		return int(c.origin[from]), int(c.origin[from])
+	}
+	return int(c.origin[from]), int(c.origin[to-1]) + 1
+}
+
+// cleanTextMap is cleanText, keeping where each byte came from.
+func cleanTextMap(text string) (cleaned, error) {
 	if !utf8.ValidString(text) {
-		return "", &engine.InputError{Reason: "text is not valid UTF-8"}
+		return cleaned{}, &engine.InputError{Reason: "text is not valid UTF-8"}
 	}
 	if strings.IndexByte(text, 0) >= 0 {
-		return "", &engine.InputError{Reason: "text contains a NUL character"}
+		return cleaned{}, &engine.InputError{Reason: "text contains a NUL character"}
 	}
 	if n := utf8.RuneCountInString(text); n > MaxTextRunes {
-		return "", &engine.InputError{Reason: fmt.Sprintf("text is %d characters long; the limit is %d", n, MaxTextRunes)}
+		return cleaned{}, &engine.InputError{Reason: fmt.Sprintf("text is %d characters long; the limit is %d", n, MaxTextRunes)}
 	}
 	if strings.TrimSpace(text) == "" {
-		return "", &engine.InputError{Reason: "text is empty"}
+		return cleaned{}, &engine.InputError{Reason: "text is empty"}
 	}
-	var b strings.Builder
-	b.Grow(len(text))
-	speakable := false
+	b := make([]byte, 0, len(text))
+	origin := make([]int32, 0, len(text)+1)
+	ri := int32(0)
+	put := func(s string) {
+		b = append(b, s...)
+		for range len(s) {
+			origin = append(origin, ri)
+		}
+	}
 	for _, r := range text {
 		switch {
 		case r == '\n' || r == '\t' || r == '\r':
-			b.WriteRune(r)
+			put(string(r))
 		case r < 0x20 || r == 0x7f:
-			b.WriteByte(' ')
+			put(" ")
 		case r < 0x7f:
-			b.WriteRune(r)
+			put(string(r))
 		case unicode.Is(unicode.Mn, r):
 			// A combining accent: the base letter before it is kept.
 		default:
 			if t, ok := translit[r]; ok {
-				b.WriteString(t)
+				put(t)
 			} else {
-				b.WriteByte(' ')
+				put(" ")
 			}
 		}
+		ri++
 	}
+	origin = append(origin, ri)
 	// A dropped character (an emoji, CJK) can leave punctuation standing
 	// alone, which flite would read as a word with no sound: "before ."
-	out := breakLongTokens(spaceBeforePunct.ReplaceAllString(b.String(), "$1$2"))
-	for i := 0; i < len(out) && !speakable; i++ {
-		c := out[i]
-		speakable = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	c := breakLongTokens(dropSpaceBeforePunct(cleaned{text: string(b), origin: origin}))
+	speakable := false
+	for i := 0; i < len(c.text) && !speakable; i++ {
+		ch := c.text[i]
+		speakable = ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9'
 	}
 	if !speakable {
-		return "", &engine.InputError{Reason: "text has nothing to speak (no letters or digits)"}
+		return cleaned{}, &engine.InputError{Reason: "text has nothing to speak (no letters or digits)"}
 	}
-	return out, nil
+	return c, nil
 }
 
 var spaceBeforePunct = regexp.MustCompile(`[ \t]+([.,;:!?]+)(\s|$)`)
+
+// dropSpaceBeforePunct deletes the spaces before punctuation that ends a
+// token: "before ." becomes "before.".
+func dropSpaceBeforePunct(c cleaned) cleaned {
+	ms := spaceBeforePunct.FindAllStringSubmatchIndex(c.text, -1)
+	if ms == nil {
+		return c
+	}
+	var b strings.Builder
+	origin := make([]int32, 0, len(c.origin))
+	copied := 0
+	for _, m := range ms {
+		// Keep everything up to the spaces, drop them (m[0]..m[2]).
+		b.WriteString(c.text[copied:m[0]])
+		origin = append(origin, c.origin[copied:m[0]]...)
+		copied = m[2]
+	}
+	b.WriteString(c.text[copied:])
+	origin = append(origin, c.origin[copied:]...)
+	return cleaned{text: b.String(), origin: origin}
+}
 
 // maxTokenBytes bounds a token: flite's letter-to-sound time grows with the
 // square of a word's length (a 2000-letter word took 2 s; 128 letters 11 ms).
 const maxTokenBytes = 100
 
-func breakLongTokens(s string) string {
+func breakLongTokens(c cleaned) cleaned {
+	s := c.text
 	var b strings.Builder
+	var origin []int32
 	run, copied := 0, 0
 	for i := 0; i < len(s); i++ {
 		if isSpace(s[i]) {
@@ -85,16 +142,22 @@ func breakLongTokens(s string) string {
 			continue
 		}
 		if run++; run > maxTokenBytes {
+			if origin == nil {
+				origin = make([]int32, 0, len(c.origin)+len(s)/maxTokenBytes)
+			}
 			b.WriteString(s[copied:i])
+			origin = append(origin, c.origin[copied:i]...)
 			b.WriteByte(' ')
+			origin = append(origin, c.origin[i])
 			copied, run = i, 1
 		}
 	}
 	if copied == 0 {
-		return s
+		return c
 	}
 	b.WriteString(s[copied:])
-	return b.String()
+	origin = append(origin, c.origin[copied:]...)
+	return cleaned{text: b.String(), origin: origin}
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }

@@ -3,10 +3,12 @@
 // PocketSphinx.
 //
 // The transcript is normalized by flite's own text analysis, exactly as
-// the flite talker normalizes it, so the words reported are the spoken
-// ones ("$5" is "five", "dollars"). The alignment is a decode of the audio
-// with a grammar that holds exactly those words in order; the decoder
-// inserts silences and fillers between them.
+// the flite talker normalizes it, so the words aligned are the spoken ones
+// ("$5" is "five", "dollars"). The alignment is a decode of the audio with
+// a grammar that holds exactly those words in order; the decoder inserts
+// silences and fillers between them. The timestamps report the input's
+// own tokens: "$5" is one entry, its text "$5", its span of the input,
+// spoken as "five", "dollars", timed from the first to the last.
 package sphinx
 
 import (
@@ -241,8 +243,10 @@ func (a *Aligner) CheckParams(params json.RawMessage) error {
 }
 
 // Process reads the request's audio, aligns it with the transcript in
-// Job.Prompt.Text and sends one timestamps chunk with one entry per
-// normalized word, in order, monotonic and within the audio's duration.
+// Job.Prompt.Text and sends one timestamps chunk with one entry per token
+// of the input that was spoken (its span of the input, its text there and
+// the words spoken for it), in order, monotonic and within the audio's
+// duration.
 //
 // The audio is checked and brought to 16 kHz as it arrives; a decoder is
 // taken from the pool only once all of it is in, and decodes it as one
@@ -263,11 +267,11 @@ func (a *Aligner) Process(ctx context.Context, job *engine.Job) error {
 	if err != nil {
 		return wrap(err)
 	}
-	out, err := a.align(ctx, words, pcm, durMs)
+	aligned, err := a.align(ctx, words, pcm, durMs)
 	if err != nil {
 		return wrap(err)
 	}
-	return job.Out.Send(ctx, engine.Chunk{Words: &engine.Words{Words: out}})
+	return job.Out.Send(ctx, engine.Chunk{Words: &engine.Words{Words: entries(job.Prompt.Text, words, aligned)}})
 }
 
 // align aligns words with 16 kHz audio of durMs milliseconds (the

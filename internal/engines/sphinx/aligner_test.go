@@ -79,7 +79,9 @@ func spec(o engine.Options) engine.Spec {
 
 type speech struct {
 	audio *engine.Audio
-	truth []engine.Word
+	// truth is flite's own time for each spoken word; entries groups it
+	// by input token, as Process reports timestamps.
+	truth, entries []engine.Word
 }
 
 var speeches struct {
@@ -100,10 +102,17 @@ func synth(t testing.TB, text, voice string) speech {
 	if err != nil {
 		t.Fatal(err)
 	}
+	words, err := transcript(text, voice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(words) != len(truth) {
+		t.Fatalf("%q: the transcript has %d words, flite spoke %d", text, len(words), len(truth))
+	}
 	if speeches.m == nil {
 		speeches.m = make(map[[2]string]speech)
 	}
-	s := speech{a, truth}
+	s := speech{a, truth, entries(text, words, truth)}
 	speeches.m[[2]string{text, voice}] = s
 	return s
 }
@@ -125,9 +134,23 @@ func run(ctx context.Context, a *Aligner, text string, chunks ...engine.Chunk) (
 	return sink.Chunks[0].Words.Words, nil
 }
 
-// checkWords fails t unless got has one monotonic entry per truth word,
-// with the same names, within durMs; it returns the mean absolute
-// boundary error in milliseconds.
+// runWords aligns chunks with text as Process does, and returns a
+// timestamp per spoken word (before Process groups them by token).
+func runWords(ctx context.Context, a *Aligner, text string, chunks ...engine.Chunk) ([]engine.Word, error) {
+	words, err := transcript(text, a.opts.Voice)
+	if err != nil {
+		return nil, err
+	}
+	pcm, durMs, err := readAudio(ctx, engine.NewSliceSource(chunks...))
+	if err != nil {
+		return nil, err
+	}
+	return a.align(ctx, words, pcm, durMs)
+}
+
+// checkWords fails t unless got has one monotonic entry per truth entry,
+// with the same text, span and spoken words, within durMs; it returns the
+// mean absolute boundary error in milliseconds.
 func checkWords(t *testing.T, got, truth []engine.Word, durMs int) float64 {
 	t.Helper()
 	checkShape(t, got, durMs)
@@ -136,8 +159,9 @@ func checkWords(t *testing.T, got, truth []engine.Word, durMs int) float64 {
 	}
 	sum := 0.0
 	for i := range got {
-		if got[i].Word != truth[i].Word {
-			t.Errorf("word %d is %q, want %q", i, got[i].Word, truth[i].Word)
+		g, w := got[i], truth[i]
+		if g.Word != w.Word || g.CharStart != w.CharStart || g.CharEnd != w.CharEnd || !slices.Equal(g.Spoken, w.Spoken) {
+			t.Errorf("word %d is %q %d..%d %q, want %q %d..%d %q", i, g.Word, g.CharStart, g.CharEnd, g.Spoken, w.Word, w.CharStart, w.CharEnd, w.Spoken)
 		}
 		sum += math.Abs(float64(got[i].StartMs-truth[i].StartMs)) + math.Abs(float64(got[i].EndMs-truth[i].EndMs))
 	}
@@ -156,6 +180,23 @@ func checkShape(t *testing.T, words []engine.Word, durMs int) {
 	}
 }
 
+// checkSpoken is checkWords for a timestamp per spoken word.
+func checkSpoken(t *testing.T, got, truth []engine.Word, durMs int) float64 {
+	t.Helper()
+	checkShape(t, got, durMs)
+	if len(got) != len(truth) {
+		t.Fatalf("got %d words, want %d:\n got %v\nwant %v", len(got), len(truth), got, truth)
+	}
+	sum := 0.0
+	for i := range got {
+		if got[i].Word != truth[i].Word {
+			t.Errorf("word %d is %q, want %q", i, got[i].Word, truth[i].Word)
+		}
+		sum += math.Abs(float64(got[i].StartMs-truth[i].StartMs)) + math.Abs(float64(got[i].EndMs-truth[i].EndMs))
+	}
+	return sum / float64(2*len(got))
+}
+
 func durationMs(a *engine.Audio) int { return len(a.Samples) * 1000 / a.SampleRate }
 
 func TestAccuracy(t *testing.T) {
@@ -165,11 +206,11 @@ func TestAccuracy(t *testing.T) {
 			sum, n := 0.0, 0
 			for _, text := range sentences {
 				s := synth(t, text, voice)
-				got, err := run(context.Background(), a, text, engine.Chunk{Audio: s.audio})
+				got, err := runWords(context.Background(), a, text, engine.Chunk{Audio: s.audio})
 				if err != nil {
 					t.Fatal(err)
 				}
-				mean := checkWords(t, got, s.truth, durationMs(s.audio))
+				mean := checkSpoken(t, got, s.truth, durationMs(s.audio))
 				sum += mean * float64(len(got))
 				n += len(got)
 			}
@@ -182,7 +223,8 @@ func TestAccuracy(t *testing.T) {
 	}
 }
 
-// TestNormalizedWords checks that the words reported are the spoken ones.
+// TestNormalizedWords checks that an entry is an input token, with the
+// words spoken for it.
 func TestNormalizedWords(t *testing.T) {
 	a := sharedAligner(t)
 	text := "It costs $5, OK?"
@@ -191,12 +233,12 @@ func TestNormalizedWords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
+	var entries []string
 	for _, w := range got {
-		names = append(names, w.Word)
+		entries = append(entries, fmt.Sprintf("%s@%d-%d:%s", w.Word, w.CharStart, w.CharEnd, strings.Join(w.Spoken, "+")))
 	}
-	if want := []string{"it", "costs", "five", "dollars", "ok"}; !reflect.DeepEqual(names, want) {
-		t.Errorf("words %q, want %q", names, want)
+	if want := []string{"It@0-2:it", "costs@3-8:costs", "$5@9-11:five+dollars", "OK@13-15:ok"}; !reflect.DeepEqual(entries, want) {
+		t.Errorf("entries %q, want %q", entries, want)
 	}
 }
 
@@ -211,7 +253,7 @@ func TestSampleRates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mean := checkWords(t, got, s.truth, durationMs(in))
+			mean := checkWords(t, got, s.entries, durationMs(in))
 			t.Logf("%d Hz: mean boundary error %.1f ms", rate, mean)
 			if mean > maxMeanErrorMs {
 				t.Errorf("mean boundary error %.1f ms, want <= %d", mean, maxMeanErrorMs)
@@ -261,7 +303,7 @@ func TestOutOfVocabulary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mean := checkWords(t, got, s.truth, durationMs(s.audio))
+	mean := checkWords(t, got, s.entries, durationMs(s.audio))
 	t.Logf("mean boundary error %.1f ms", mean)
 	if mean > maxMeanErrorMs {
 		t.Errorf("mean boundary error %.1f ms, want <= %d", mean, maxMeanErrorMs)
@@ -349,8 +391,8 @@ func TestNoAlignment(t *testing.T) {
 		}
 		checkShape(t, got, durationMs(short.audio))
 		for i, w := range got {
-			if w.Word != words[i].name || w.EndMs <= w.StartMs {
-				t.Errorf("word %d is %v, want %q with a non-empty span", i, w, words[i].name)
+			if !slices.Equal(w.Spoken, []string{words[i].name}) || w.EndMs <= w.StartMs {
+				t.Errorf("word %d is %v, want %q spoken with a non-empty span", i, w, words[i].name)
 			}
 		}
 		// The split covers the speech, not the silence around it.
@@ -376,7 +418,7 @@ func TestNoAlignment(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkWords(t, got, s.truth, durationMs(s.audio))
+		checkWords(t, got, s.entries, durationMs(s.audio))
 	})
 }
 
@@ -467,7 +509,7 @@ func TestCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkWords(t, got, s.truth, durationMs(s.audio))
+	checkWords(t, got, s.entries, durationMs(s.audio))
 }
 
 func TestClose(t *testing.T) {

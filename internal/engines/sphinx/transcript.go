@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"strings"
 
+	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/flite"
 )
 
@@ -22,6 +23,9 @@ type word struct {
 	// nPhones is the number of phones, a duration estimate for the split
 	// fallback.
 	nPhones int
+	// token numbers the input token the word was made from (flite's
+	// WordPron.Token), charStart and charEnd are its span of the input.
+	token, charStart, charEnd int
 }
 
 // transcript runs flite's text analysis on text, the way the talker
@@ -33,7 +37,7 @@ func transcript(text, voice string) ([]word, error) {
 	}
 	words := make([]word, 0, len(prons))
 	for _, p := range prons {
-		w := word{name: p.Word}
+		w := word{name: p.Word, token: p.Token, charStart: p.CharStart, charEnd: p.CharEnd}
 		arpa, ok := toARPAbet(p.Phones)
 		if ok {
 			w.phones = strings.Join(arpa, " ")
@@ -109,4 +113,27 @@ func toARPAbet(phones []string) ([]string, bool) {
 		out = append(out, m...)
 	}
 	return out, len(out) > 0
+}
+
+// entries groups the aligned words, one per transcript word, into one
+// entry per input token: the input's text of the token's span, spoken as
+// its words, from the first one's start to the last one's end.
+func entries(input string, words []word, aligned []engine.Word) []engine.Word {
+	runes := []rune(input)
+	var out []engine.Word
+	for i, w := range words {
+		if i > 0 && w.token == words[i-1].token {
+			e := &out[len(out)-1]
+			e.EndMs = aligned[i].EndMs
+			e.Spoken = append(e.Spoken, w.name)
+			continue
+		}
+		out = append(out, engine.Word{
+			Word:      string(runes[min(w.charStart, len(runes)):min(w.charEnd, len(runes))]),
+			CharStart: w.charStart, CharEnd: w.charEnd,
+			StartMs: aligned[i].StartMs, EndMs: aligned[i].EndMs,
+			Spoken: []string{w.name},
+		})
+	}
+	return out
 }
