@@ -90,7 +90,7 @@ const realText = "The quick brown fox jumps over the lazy dog. It was not amused
 func TestBuiltinSpeech(t *testing.T) {
 	f := realFixture(t, "builtin:tts", "")
 	resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech",
-		map[string]any{"model": "tts-1", "input": realText, "voice": "nova"}, "X-Word-Timestamps", "true")
+		map[string]any{"model": "tts-1", "input": realText, "voice": "nova", "response_format": "wav"}, "X-Word-Timestamps", "true")
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
@@ -165,4 +165,69 @@ func TestBuiltinSpeechStream(t *testing.T) {
 	if len(whole) < 24000 || !slices.Equal(whole, streamed) {
 		t.Errorf("whole answer has %d samples, streamed %d, or they differ", len(whole), len(streamed))
 	}
+}
+
+// TestVoices checks GET /v1/audio/voices on the real talker, and that a
+// voice may be sent as a name or an object, in any case, or as an alias.
+func TestVoices(t *testing.T) {
+	f := realFixture(t, "", fliteYAML)
+	resp, body := f.do(context.Background(), http.MethodGet, "/v1/audio/voices", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	var list apijson.VoiceList
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]apijson.VoiceEntry{}
+	for _, v := range list.Voices {
+		byID[v.ID] = v
+	}
+	if v := byID["slt"]; v.Language != "en-US" || v.Name == "" || v.AliasOf != "" {
+		t.Errorf("slt: %+v", v)
+	}
+	if v := byID["onyx"]; v.AliasOf != "rms" || v.Language != "en-US" || v.Gender != "male" {
+		t.Errorf("onyx: %+v", v)
+	}
+	if len(list.Voices) != len(pipeline.DefaultVoiceAliases)+4 {
+		t.Errorf("%d voices listed, want the 4 voices and %d aliases", len(list.Voices), len(pipeline.DefaultVoiceAliases))
+	}
+	var samples [3]int
+	for i, voice := range []any{"RMS", map[string]any{"id": "onyx"}, "alloy"} {
+		resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "flite", "input": "Hello.", "voice": voice, "response_format": "pcm"})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("voice %v: status %d: %s", voice, resp.StatusCode, body)
+		}
+		samples[i] = len(body)
+	}
+	if samples[0] != samples[1] || samples[0] == samples[2] {
+		t.Errorf("RMS and onyx (rms) gave %d and %d bytes, alloy (slt) %d: want the first two equal", samples[0], samples[1], samples[2])
+	}
+	resp, body = f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "flite", "input": "Hello.", "voice": "hal"})
+	wantError(t, resp, body, 400, "bad_request", "voices are slt, rms, awb, kal16")
+}
+
+// TestCaptions checks POST /v1/audio/captions on the built-in pipeline:
+// cues in WebVTT (default) and SRT, in the input's own words.
+func TestCaptions(t *testing.T) {
+	f := realFixture(t, "builtin:tts", "")
+	input := "Hello there! The fox paid $5 for 2 apples."
+	for _, tc := range []struct{ format, contentType, head string }{
+		{"", "text/vtt; charset=utf-8", "WEBVTT\n\n00:00:00."},
+		{"srt", "application/x-subrip; charset=utf-8", "1\n00:00:00,"},
+	} {
+		req := map[string]any{"model": "tts", "input": input, "voice": "rms"}
+		if tc.format != "" {
+			req["response_format"] = tc.format
+		}
+		resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/captions", req)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != tc.contentType {
+			t.Fatalf("%q: status %d, %s: %s", tc.format, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+		if !strings.HasPrefix(string(body), tc.head) || !strings.Contains(string(body), "\nHello there!\n") || !strings.Contains(string(body), "$5 for 2 apples.\n") {
+			t.Errorf("%q captions:\n%s", tc.format, body)
+		}
+	}
+	resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/captions", map[string]any{"model": "tts", "input": "hi", "response_format": "mp3"})
+	wantError(t, resp, body, 400, "bad_request", "use vtt or srt")
 }

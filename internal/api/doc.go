@@ -33,25 +33,30 @@
 //   - model: the pipeline's name, or the aliases tts-1, tts-1-hd and
 //     gpt-4o-mini-tts (all the same pipeline); anything else is a 404
 //     model_not_found.
-//   - voice: slt, rms, awb, kal16 (flite), or an OpenAI voice (see Voices:
-//     alloy, coral, nova, sage, shimmer, marin → slt; echo, onyx, ash,
-//     cedar → rms; fable, ballad, verse → awb), any case; omitted means the
-//     stage's configured voice; unknown is a 400.
+//   - voice: a name, or an object {"id": name}: one of the talker's voices
+//     (slt, rms, awb, kal16 for flite) or an alias of one (voice_aliases in
+//     the configuration; by default OpenAI's: alloy, coral, nova, sage,
+//     shimmer, marin → slt; echo, onyx, ash, cedar → rms; fable, ballad,
+//     verse → awb), any case; omitted means the stage's configured voice;
+//     unknown is a 400 that lists them. GET /v1/audio/voices lists them too.
 //   - speed: 0.25 to 4.0.
 //   - voice and speed become stage 0's sampling params {"voice", "speed"}.
 //   - instructions: accepted and ignored.
-//   - response_format: wav (the default when omitted: OpenAI's default mp3
-//     is not available) or pcm, raw 16-bit little-endian mono at the
-//     pipeline's own rate, which the X-Sample-Rate header states (16000 for
-//     the tts pipeline, 24000 for tts-24k; OpenAI's pcm is always 24 kHz,
-//     so an OpenAI client that assumes 24 kHz should use tts-24k). mp3,
-//     opus, aac and flac are a 400 that names the supported formats.
+//   - response_format: mp3 (the default when omitted, as OpenAI's), opus
+//     (Ogg Opus), aac (ADTS, through ffmpeg: a 400 when it is missing),
+//     flac, wav, or pcm, raw 16-bit little-endian mono at the pipeline's
+//     own rate, which the X-Sample-Rate header states (16000 for the tts
+//     pipeline, 24000 for tts-24k; OpenAI's pcm is always 24 kHz, so an
+//     OpenAI client that assumes 24 kHz should use tts-24k). Package
+//     encode has the encoders and content types; one encoder per response
+//     is fed as the chunks come, so a streamed file decodes as the whole
+//     file does.
 //   - stream_format omitted: the whole file, with Content-Length.
 //     "audio": chunked audio, written and flushed per engine chunk as it
 //     is produced; wav starts with a streaming header whose sizes are
 //     0xFFFFFFFF (unknown length). "sse": server-sent events
-//     data: {"type": "speech.audio.delta", "audio": "<base64 PCM>"} per
-//     chunk (raw PCM whatever response_format says), then
+//     data: {"type": "speech.audio.delta", "audio": "<base64>"} per chunk
+//     (the encoded format's bytes; raw PCM for wav and pcm), then
 //     data: {"type": "speech.audio.done", "usage": {"input_tokens",
 //     "output_tokens", "total_tokens", "audio_duration_ms"}}, where
 //     input_tokens counts the input's characters and output_tokens is 0.

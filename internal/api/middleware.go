@@ -17,6 +17,8 @@ import (
 const (
 	routeSpeech    = "speech"
 	routeGenerate  = "generate"
+	routeVoices    = "voices"
+	routeCaptions  = "captions"
 	routeRun       = "run"
 	routeRequests  = "requests"
 	routeModels    = "models"

@@ -88,6 +88,7 @@ type Server struct {
 	metrics *httpMetrics
 	keyHash *[sha256.Size]byte
 	models  []string
+	voices  *voiceSet
 	created int64
 	handler http.Handler
 
@@ -123,6 +124,9 @@ func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
 		orch: o, cfg: cfg, opts: opts, log: opts.Logger,
 		reg: opts.Registry, metrics: m,
 		created: time.Now().Unix(),
+	}
+	if s.voices, err = newVoiceSet(o.Voices(), cfg.VoiceAliases); err != nil {
+		return nil, fmt.Errorf("api: %w", err)
 	}
 	s.hop, err = hop.NewServer(o, hop.ServerOptions{
 		Codec: opts.Codec, Stage: opts.Stage, Logger: opts.Logger, MaxBody: opts.MaxRunBody,
@@ -177,6 +181,8 @@ func (s *Server) routes() *http.ServeMux {
 	} else {
 		handle("/v1/audio/speech", route{name: routeSpeech, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.speech}})
 		handle("/v1/generate", route{name: routeGenerate, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.generate}})
+		handle("/v1/audio/voices", route{name: routeVoices, methods: methods{http.MethodGet: s.listVoices}})
+		handle("/v1/audio/captions", route{name: routeCaptions, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.captions}})
 	}
 	handle("/", route{name: routeUnmatched, methods: methods{"*": s.notFound}})
 	return mux

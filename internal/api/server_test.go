@@ -115,7 +115,7 @@ func TestModels(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	f := newFixture(t, setup{yaml: speechYAML})
 	f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": "hi there"})
-	f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": "hi", "response_format": "mp3"})
+	f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": "hi", "response_format": "mp4"})
 	f.do(context.Background(), http.MethodGet, "/nowhere", nil)
 	m := f.metricsText()
 	for _, want := range []string{
@@ -241,7 +241,7 @@ func TestGracefulShutdown(t *testing.T) {
 	url, stop := runServer(t, srv)
 	c := testClient(t)
 	testkit.Eventually(t, "/ready", func() bool { code, _ := get(t, c, url+"/ready"); return code == 200 })
-	resp, err := c.Post(url+"/v1/audio/speech", "application/json", strings.NewReader(`{"model":"tts-1","input":"`+hello+`","stream_format":"audio"}`))
+	resp, err := c.Post(url+"/v1/audio/speech", "application/json", strings.NewReader(`{"model":"tts-1","input":"`+hello+`","stream_format":"audio","response_format":"wav"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

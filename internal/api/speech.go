@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,28 +14,19 @@ import (
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/audio"
+	"github.com/omnistage/omnistage/internal/audio/encode"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 )
 
-// Voices maps the voice names POST /v1/audio/speech accepts, in any case,
-// to flite voices: the flite voices themselves, and OpenAI's voices mapped
-// to the flite voice nearest in kind (slt is a US female voice, rms a US
-// male, awb a Scottish male; kal16 is a US male diphone voice, which only
-// a pipeline whose talker outputs segments can use).
-var Voices = map[string]string{
-	"slt": "slt", "rms": "rms", "awb": "awb", "kal16": "kal16",
-	"alloy": "slt", "coral": "slt", "nova": "slt", "sage": "slt", "shimmer": "slt", "marin": "slt",
-	"echo": "rms", "onyx": "rms", "ash": "rms", "cedar": "rms",
-	"fable": "awb", "ballad": "awb", "verse": "awb",
-}
-
-// The speech response formats and stream formats.
+// The speech response formats (package encode has them all; wav and pcm
+// are written here) and stream formats.
 const (
-	formatWAV = "wav"
-	formatPCM = "pcm"
+	formatWAV     = encode.WAV
+	formatPCM     = encode.PCM
+	defaultFormat = encode.MP3 // as OpenAI's
 
 	streamWhole = ""
 	streamAudio = "audio"
@@ -94,15 +86,15 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 		return nil, badRequest("input is missing or empty: send the text to speak")
 	}
 	p := &speechPlan{chars: utf8.RuneCountInString(req.Input)}
-	switch f := strings.ToLower(req.ResponseFormat); f {
-	case "", formatWAV:
-		p.format = formatWAV
-	case formatPCM:
-		p.format = formatPCM
-	case "mp3", "opus", "aac", "flac":
-		return nil, badRequest("response_format %q is not supported: this server sends wav or pcm (raw 16-bit little-endian mono samples at the rate in the X-Sample-Rate header)", req.ResponseFormat)
-	default:
-		return nil, badRequest("unknown response_format %q: use wav or pcm", req.ResponseFormat)
+	p.format = strings.ToLower(req.ResponseFormat)
+	if p.format == "" {
+		p.format = defaultFormat
+	}
+	switch err := encode.Available(p.format); {
+	case errors.Is(err, encode.ErrUnsupported):
+		return nil, badRequest("unknown response_format %q: use %s (pcm is raw 16-bit little-endian mono samples at the rate in the X-Sample-Rate header)", req.ResponseFormat, strings.Join(encode.Formats(), ", "))
+	case err != nil:
+		return nil, badRequest("response_format %q is not available on this server: %v", req.ResponseFormat, err)
 	}
 	switch f := req.StreamFormat; f {
 	case streamWhole, streamAudio, streamSSE:
@@ -111,10 +103,10 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 		return nil, badRequest("unknown stream_format %q: use audio (chunked audio) or sse (server-sent events)", f)
 	}
 	var tp talkerParams
-	if req.Voice != "" {
-		v, ok := Voices[strings.ToLower(req.Voice)]
-		if !ok {
-			return nil, badRequest("unknown voice %q: voices are slt, rms, awb, kal16 and OpenAI's %s", req.Voice, strings.Join(openAIVoices(), ", "))
+	if req.Voice.ID != "" {
+		v, err := s.voices.resolve(req.Voice.ID)
+		if err != nil {
+			return nil, err
 		}
 		tp.Voice = v
 	}
@@ -150,17 +142,6 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 	return p, nil
 }
 
-func openAIVoices() []string {
-	var names []string
-	for k, v := range Voices {
-		if k != v {
-			names = append(names, k)
-		}
-	}
-	slices.Sort(names)
-	return names
-}
-
 func (s *Server) speech(w http.ResponseWriter, r *http.Request) {
 	var req apijson.SpeechRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
@@ -188,10 +169,26 @@ func (s *Server) speech(w http.ResponseWriter, r *http.Request) {
 }
 
 func contentType(format string) string {
-	if format == formatPCM {
-		return "audio/pcm"
+	t, _ := encode.ContentType(format)
+	return t
+}
+
+// encodes reports whether format is written by an encoder (mp3, opus,
+// aac, flac) rather than here (wav, pcm).
+func encodes(format string) bool { return format != formatWAV && format != formatPCM }
+
+// encodeAll encodes a into format, whole.
+func encodeAll(format string, a *engine.Audio) ([]byte, error) {
+	var b bytes.Buffer
+	enc, err := encode.New(format, &b, a.SampleRate, encode.Options{TotalSamples: int64(len(a.Samples))})
+	if err != nil {
+		return nil, err
 	}
-	return "audio/wav"
+	err = enc.Write(a.Samples)
+	if cerr := enc.Close(); err == nil {
+		err = cerr
+	}
+	return b.Bytes(), err
 }
 
 // speechWhole answers with the whole audio file once the request ends,
@@ -221,11 +218,21 @@ func (s *Server) speechWhole(w http.ResponseWriter, r *http.Request, st *orchest
 		s.fail(w, r, err)
 		return
 	}
+	var encoded []byte
+	if encodes(p.format) {
+		if encoded, err = encodeAll(p.format, a); err != nil {
+			s.fail(w, r, fmt.Errorf("encoding %s: %w", p.format, err))
+			return
+		}
+	}
 	h := w.Header()
 	h.Set("Content-Type", contentType(p.format))
 	h.Set(headerSampleRate, strconv.Itoa(a.SampleRate))
 	n := 2 * len(a.Samples)
-	if p.format == formatWAV {
+	switch {
+	case encoded != nil:
+		n = len(encoded)
+	case p.format == formatWAV:
 		n += audio.WAVHeaderLen
 	}
 	if p.timestamps {
@@ -239,9 +246,12 @@ func (s *Server) speechWhole(w http.ResponseWriter, r *http.Request, st *orchest
 	w.WriteHeader(http.StatusOK)
 	body := s.newBodyWriter(w)
 	defer body.Done()
-	if p.format == formatWAV {
+	switch {
+	case encoded != nil:
+		_, err = body.Write(encoded)
+	case p.format == formatWAV:
 		err = audio.WriteWAV(body, a)
-	} else {
+	default:
 		err = writePCM(body, a.Samples)
 	}
 	if err != nil {
@@ -307,7 +317,34 @@ func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orches
 		samples int
 		words   []engine.Word
 		buf     []byte
+		enc     encode.Encoder // for an encoded format: writes to encoded
+		encoded bytes.Buffer
 	)
+	defer func() {
+		if enc != nil {
+			_ = enc.Close() // after a failure: frees the encoder
+		}
+	}()
+	// send sends what is in buf (PCM or WAV bytes) or, for an encoded
+	// format, what the encoder has written: a chunk or an SSE delta.
+	send := func() error {
+		out := buf
+		if encodes(p.format) {
+			out = encoded.Bytes()
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		var err error
+		if sse {
+			err = ev.send(apijson.SpeechEvent{Type: apijson.SpeechDelta, Audio: out})
+		} else {
+			err = body.Send(out)
+		}
+		buf = buf[:0]
+		encoded.Reset()
+		return err
+	}
 	fail := func(err error) {
 		if !started {
 			s.fail(w, r, err)
@@ -353,6 +390,12 @@ func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orches
 				h.Set("Content-Type", contentType(p.format))
 				h.Set("Trailer", headerStreamError)
 			}
+			if encodes(p.format) {
+				if enc, err = encode.New(p.format, &encoded, rate, encode.Options{}); err != nil {
+					fail(fmt.Errorf("encoding %s: %w", p.format, err))
+					return
+				}
+			}
 			w.WriteHeader(http.StatusOK)
 			started = true
 			if !sse && p.format == formatWAV {
@@ -363,21 +406,34 @@ func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orches
 			return
 		}
 		samples += len(c.Audio.Samples)
-		buf = audio.AppendPCMBytes(buf, c.Audio.Samples)
-		if sse {
-			err = ev.send(apijson.SpeechEvent{Type: apijson.SpeechDelta, Audio: buf})
+		if enc != nil {
+			if err := enc.Write(c.Audio.Samples); err != nil {
+				fail(fmt.Errorf("encoding %s: %w", p.format, err))
+				return
+			}
 		} else {
-			err = body.Send(buf)
+			buf = audio.AppendPCMBytes(buf, c.Audio.Samples)
 		}
-		if err != nil {
+		if err := send(); err != nil {
 			s.streamFailed(r, err)
 			return
 		}
-		buf = buf[:0]
 	}
 	if !started {
 		fail(errNoAudio)
 		return
+	}
+	if enc != nil {
+		err := enc.Close()
+		enc = nil
+		if err != nil {
+			fail(fmt.Errorf("encoding %s: %w", p.format, err))
+			return
+		}
+		if err := send(); err != nil {
+			s.streamFailed(r, err)
+			return
+		}
 	}
 	if !sse {
 		return

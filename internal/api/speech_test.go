@@ -31,12 +31,12 @@ func TestSpeechWhole(t *testing.T) {
 		speed  float64
 		format string
 	}{
-		{"wav default", map[string]any{"model": "tts-1", "input": hello}, "slt", 1, "wav"},
+		{"wav", map[string]any{"model": "tts-1", "input": hello, "response_format": "WAV"}, "slt", 1, "wav"},
 		{"wav explicit", map[string]any{"model": "speech", "input": hello, "response_format": "wav", "voice": "alloy"}, "slt", 1, "wav"},
 		{"pcm", map[string]any{"model": "gpt-4o-mini-tts", "input": hello, "response_format": "pcm", "instructions": "cheerful"}, "slt", 1, "pcm"},
-		{"onyx maps to rms", map[string]any{"model": "tts-1-hd", "input": hello, "voice": "onyx"}, "rms", 1, "wav"},
-		{"fable maps to awb", map[string]any{"model": "tts-1", "input": hello, "voice": "Fable"}, "awb", 1, "wav"},
-		{"speed 2", map[string]any{"model": "tts-1", "input": hello, "voice": "echo", "speed": 2}, "rms", 2, "wav"},
+		{"onyx maps to rms", map[string]any{"model": "tts-1-hd", "input": hello, "voice": "onyx", "response_format": "wav"}, "rms", 1, "wav"},
+		{"fable maps to awb", map[string]any{"model": "tts-1", "input": hello, "voice": "Fable", "response_format": "wav"}, "awb", 1, "wav"},
+		{"speed 2", map[string]any{"model": "tts-1", "input": hello, "voice": "echo", "speed": 2, "response_format": "wav"}, "rms", 2, "wav"},
 		{"speed 0.25", map[string]any{"model": "tts-1", "input": hello, "speed": 0.25}, "slt", 0.25, "pcm"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,11 +96,10 @@ func TestSpeechRefused(t *testing.T) {
 		code   string
 		msg    string
 	}{
-		{"mp3", map[string]any{"model": "tts-1", "input": "hi", "response_format": "mp3"}, nil, 400, "bad_request", "wav or pcm"},
-		{"opus", map[string]any{"model": "tts-1", "input": "hi", "response_format": "opus"}, nil, 400, "bad_request", `"opus" is not supported`},
-		{"unknown format", map[string]any{"model": "tts-1", "input": "hi", "response_format": "ogg"}, nil, 400, "bad_request", "use wav or pcm"},
+		{"unknown format", map[string]any{"model": "tts-1", "input": "hi", "response_format": "ogg"}, nil, 400, "bad_request", "use mp3, opus, aac, flac, wav, pcm"},
 		{"unknown voice", map[string]any{"model": "tts-1", "input": "hi", "voice": "hal"}, nil, 400, "bad_request", `unknown voice "hal"`},
-		{"voice object", map[string]any{"model": "tts-1", "input": "hi", "voice": map[string]any{"id": "v"}}, nil, 400, "invalid_json", "voice"},
+		{"unknown voice object", map[string]any{"model": "tts-1", "input": "hi", "voice": map[string]any{"id": "v"}}, nil, 400, "bad_request", `unknown voice "v"`},
+		{"bad voice object", map[string]any{"model": "tts-1", "input": "hi", "voice": map[string]any{"name": "v"}}, nil, 400, "invalid_json", `voice must be a name or an object {"id": "name"}`},
 		{"kal16 on a frames talker", map[string]any{"model": "tts-1", "input": "hi", "voice": "kal16"}, nil, 400, "bad_request", "kal16"},
 		{"speed too high", map[string]any{"model": "tts-1", "input": "hi", "speed": 4.5}, nil, 400, "bad_request", "0.25..4"},
 		{"speed too low", map[string]any{"model": "tts-1", "input": "hi", "speed": 0.1}, nil, 400, "bad_request", "outside"},
@@ -152,7 +151,7 @@ func TestSpeechSSE(t *testing.T) {
 	for _, stamps := range []bool{false, true} {
 		t.Run("timestamps="+strconv.FormatBool(stamps), func(t *testing.T) {
 			resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech",
-				map[string]any{"model": "tts-1", "input": hello, "stream_format": "sse"},
+				map[string]any{"model": "tts-1", "input": hello, "stream_format": "sse", "response_format": "pcm"},
 				"X-Word-Timestamps", strconv.FormatBool(stamps))
 			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 				t.Fatalf("status %d, Content-Type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
@@ -350,7 +349,7 @@ func TestSpeechFailsMidStream(t *testing.T) {
 		t.Errorf("events %q", events)
 	}
 
-	resp, body = f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": hello, "stream_format": "audio"})
+	resp, body = f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": hello, "stream_format": "audio", "response_format": "wav"})
 	if resp.StatusCode != 200 || !strings.Contains(resp.Trailer.Get("X-Stream-Error"), "unspeakable") {
 		t.Errorf("status %d, X-Stream-Error %q", resp.StatusCode, resp.Trailer.Get("X-Stream-Error"))
 	}

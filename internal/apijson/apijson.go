@@ -167,7 +167,7 @@ type Event struct {
 type SpeechRequest struct {
 	Model          string   `json:"model"`
 	Input          string   `json:"input"`
-	Voice          string   `json:"voice,omitempty"`
+	Voice          Voice    `json:"voice,omitzero"`
 	ResponseFormat string   `json:"response_format,omitempty"`
 	Speed          *float64 `json:"speed,omitempty"`
 	Instructions   string   `json:"instructions,omitempty"`
@@ -229,4 +229,43 @@ type Model struct {
 // Status is the answer of GET /health and GET /ready when all is well.
 type Status struct {
 	Status string `json:"status"`
+}
+
+// Voice is the voice of a speech request: a name, sent as a string or, as
+// OpenAI now allows, as an object {"id": "name"}.
+type Voice struct {
+	ID string
+}
+
+// UnmarshalJSON accepts "name" or {"id": "name"}.
+func (v *Voice) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &v.ID)
+	}
+	var obj struct {
+		ID *string `json:"id"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&obj); err != nil || obj.ID == nil {
+		return errors.New(`voice must be a name or an object {"id": "name"}`)
+	}
+	v.ID = *obj.ID
+	return nil
+}
+
+// MarshalJSON writes the name.
+func (v Voice) MarshalJSON() ([]byte, error) { return json.Marshal(v.ID) }
+
+// VoiceList is the answer of GET /v1/audio/voices: the talker's voices,
+// then the aliases, each naming the voice it stands for.
+type VoiceList struct {
+	Voices []VoiceEntry `json:"voices"`
+}
+
+// VoiceEntry is one voice or alias.
+type VoiceEntry struct {
+	engine.Voice
+	// AliasOf names the voice an alias stands for; empty for a voice.
+	AliasOf string `json:"alias_of,omitempty"`
 }

@@ -9,10 +9,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/omnistage/omnistage/internal/audio"
+	"github.com/omnistage/omnistage/internal/audio/encode"
+	"github.com/omnistage/omnistage/internal/captions"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
@@ -23,12 +26,14 @@ import (
 const MaxSayInput = 1 << 20
 
 func say(ctx context.Context, env Env, args []string) int {
-	fs := newFlags(env, "say", "say [--config F] [--voice V] [--speed S] [--timestamps] [-o out.wav] TEXT   (TEXT '-' reads stdin)")
+	fs := newFlags(env, "say", "say [--config F] [--voice V] [--speed S] [--timestamps] [--captions F] [-o out.wav] [--format F] TEXT   (TEXT '-' reads stdin)")
 	config := fs.String("config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline)")
 	voice := fs.String("voice", "", "voice of the talker stage (slt, rms, awb; kal16 needs a diphone pipeline)")
 	speed := fs.Float64("speed", 0, "speaking rate, 0.25 to 4 (1 is normal)")
 	stamps := fs.Bool("timestamps", false, "also align the audio and print word timestamps as JSON on stdout")
-	outPath := fs.String("o", "out.wav", "write the WAV file here ('-' for stdout)")
+	outPath := fs.String("o", "out.wav", "write the audio here ('-' for stdout), in the format its extension names (mp3, opus, aac, flac, wav, pcm)")
+	format := fs.String("format", "", "audio format, whatever -o's extension: mp3, opus, aac, flac, wav or pcm (default: by extension, else wav)")
+	captionsPath := fs.String("captions", "", "also write captions of the audio here: WebVTT for .vtt, SubRip for .srt")
 	verbose := fs.Bool("v", false, "log the pipeline's start-up")
 	pos, status, ok := parse(fs, args)
 	if !ok {
@@ -43,6 +48,19 @@ func say(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "omnistage say: -o - and --timestamps would both write to stdout; give -o a file")
 		return ExitUsage
 	}
+	audioFormat, err := outputFormat(*format, *outPath)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
+		return ExitUsage
+	}
+	captionFormat := ""
+	if *captionsPath != "" {
+		captionFormat = strings.TrimPrefix(strings.ToLower(filepath.Ext(*captionsPath)), ".")
+		if !slices.Contains(captions.Formats, captionFormat) {
+			fmt.Fprintf(env.Stderr, "omnistage say: --captions %s: name a .vtt or .srt file\n", *captionsPath)
+			return ExitUsage
+		}
+	}
 	cfg, err := env.loadConfig(*config)
 	if err != nil {
 		printConfigError(env.Stderr, err)
@@ -54,7 +72,7 @@ func say(ctx context.Context, env Env, args []string) int {
 		return ExitUsage
 	}
 	modalities := []string{string(engine.KindAudio)}
-	if *stamps {
+	if *stamps || captionFormat != "" {
 		modalities = append(modalities, string(engine.KindTimestamps))
 	}
 
@@ -90,9 +108,20 @@ func say(ctx context.Context, env Env, args []string) int {
 		}
 		return ExitFailure
 	}
-	if err := writeAudio(env, *outPath, result.audio); err != nil {
+	if err := writeAudio(env, *outPath, audioFormat, result.audio); err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
 		return ExitFailure
+	}
+	if captionFormat != "" {
+		var b bytes.Buffer
+		err := captions.Write(&b, captionFormat, captions.Cues(text, result.words))
+		if err == nil {
+			err = os.WriteFile(*captionsPath, b.Bytes(), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "omnistage say: captions: %v\n", err)
+			return ExitFailure
+		}
 	}
 	seconds := float64(len(result.audio.Samples)) / float64(result.audio.SampleRate)
 	if *outPath != "-" {
@@ -192,10 +221,35 @@ func synthesize(ctx context.Context, o *orchestrator.Orchestrator, req orchestra
 	return res, nil
 }
 
-func writeAudio(env Env, path string, a *engine.Audio) error {
+// outputFormat is the audio format of say's output: format if given,
+// else the one path's extension names, else wav.
+func outputFormat(format, path string) (string, error) {
+	if format != "" {
+		format = strings.ToLower(format)
+		if _, ok := encode.ContentType(format); !ok {
+			return "", fmt.Errorf("--format %q: want one of %s", format, strings.Join(encode.Formats(), ", "))
+		}
+		return format, encode.Available(format)
+	}
+	ext := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
+	if _, ok := encode.ContentType(ext); ok {
+		return ext, encode.Available(ext)
+	}
+	return encode.WAV, nil
+}
+
+func writeAudio(env Env, path, format string, a *engine.Audio) error {
 	var buf bytes.Buffer
-	if err := audio.WriteWAV(&buf, a); err != nil {
+	enc, err := encode.New(format, &buf, a.SampleRate, encode.Options{TotalSamples: int64(len(a.Samples))})
+	if err != nil {
 		return err
+	}
+	err = enc.Write(a.Samples)
+	if cerr := enc.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", format, err)
 	}
 	if path == "-" {
 		_, err := env.Stdout.Write(buf.Bytes())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -93,5 +94,45 @@ func TestSayToStdout(t *testing.T) {
 	}
 	if a.SampleRate != 24000 || len(a.Samples) < 12000 {
 		t.Errorf("audio %d Hz, %d samples", a.SampleRate, len(a.Samples))
+	}
+}
+
+// TestSayFormatsAndCaptions checks that -o's extension (or --format) picks
+// the encoder, and that --captions writes cues of the same speech.
+func TestSayFormatsAndCaptions(t *testing.T) {
+	if _, err := exec.LookPath("ffprobe"); err != nil {
+		t.Skip("no ffprobe (scripts/install-deps.sh installs ffmpeg)")
+	}
+	dir := t.TempDir()
+	text := "Hello there! The fox paid $5 for 2 apples."
+	for _, tc := range []struct {
+		args        []string
+		file, codec string
+	}{
+		{[]string{"-o", filepath.Join(dir, "a.mp3")}, "a.mp3", "mp3"},
+		{[]string{"-o", filepath.Join(dir, "a.flac")}, "a.flac", "flac"},
+		{[]string{"-o", filepath.Join(dir, "a.bin"), "--format", "opus"}, "a.bin", "opus"},
+	} {
+		args := append([]string{"say", "--captions", filepath.Join(dir, tc.file+".vtt")}, tc.args...)
+		if _, stderr, code := runCLIStdin(t, "", append(args, text)...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, stderr)
+		}
+		out, err := exec.Command("ffprobe", "-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0", filepath.Join(dir, tc.file)).Output()
+		if err != nil || strings.TrimSpace(string(out)) != tc.codec {
+			t.Errorf("%s: ffprobe says %q (%v), want %s", tc.file, out, err, tc.codec)
+		}
+		vtt, err := os.ReadFile(filepath.Join(dir, tc.file+".vtt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(vtt), "WEBVTT\n") || !strings.Contains(string(vtt), "\nHello there!\n") || !strings.Contains(string(vtt), "$5 for 2 apples.") {
+			t.Errorf("captions:\n%s", vtt)
+		}
+	}
+	if _, stderr, code := runCLIStdin(t, "", "say", "--captions", filepath.Join(dir, "x.txt"), "hi"); code != ExitUsage || !strings.Contains(stderr, ".vtt or .srt") {
+		t.Errorf("captions to .txt: exit %d, %s", code, stderr)
+	}
+	if _, stderr, code := runCLIStdin(t, "", "say", "--format", "ogg", "hi"); code != ExitUsage || !strings.Contains(stderr, "mp3, opus") {
+		t.Errorf("--format ogg: exit %d, %s", code, stderr)
 	}
 }

@@ -201,6 +201,20 @@ type Driver struct {
 	Check func(spec Spec) error
 	// New builds one replica.
 	New func(spec Spec) (Engine, error)
+	// Voices are the voices a talker engine speaks with (its "voice"
+	// param); nil for other engines.
+	Voices []Voice
+}
+
+// Voice is one voice of a talker engine.
+type Voice struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Language string `json:"language"` // BCP 47: "en-US"
+	Gender   string `json:"gender,omitempty"`
+	// Note says what a client should know: a voice that needs another
+	// pipeline, say.
+	Note string `json:"note,omitempty"`
 }
 
 // Registry maps engine names to drivers. The zero value is empty and ready.

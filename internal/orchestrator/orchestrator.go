@@ -303,6 +303,21 @@ func (o *Orchestrator) NotReady() error {
 	return nil
 }
 
+// Voices returns the voices of the route's first stage (the talker), as
+// its engine's driver describes them; nil when its engine is not
+// registered here or describes none.
+func (o *Orchestrator) Voices() []engine.Voice {
+	name, _ := o.cfg.StageSpec(o.route.Chain()[0], 0)
+	if o.opts.Registry == nil {
+		return nil
+	}
+	d, ok := o.opts.Registry.Lookup(name)
+	if !ok {
+		return nil
+	}
+	return d.Voices
+}
+
 // Config returns the pipeline configuration being served.
 func (o *Orchestrator) Config() *pipeline.Config { return o.cfg }
 

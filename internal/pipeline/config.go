@@ -19,6 +19,10 @@ type Config struct {
 	Source   string
 	Pipeline Pipeline
 	Deploy   Deploy
+	// VoiceAliases maps voice names a client may send (OpenAI's) to the
+	// talker's own voices (voice_aliases); DefaultVoiceAliases when the
+	// configuration has none.
+	VoiceAliases map[string]string
 	// Route is the resolved route; set by Parse.
 	Route *Route
 }
@@ -184,4 +188,13 @@ func (c *Config) StageSpec(id, replica int) (engineName string, spec engine.Spec
 	a := c.Pipeline.Aligner
 	spec.Name, spec.Input, spec.Output = a.Name, engine.KindAudio, engine.KindTimestamps
 	return a.Engine, spec
+}
+
+// DefaultVoiceAliases maps OpenAI's voice names to the built-in talker's
+// voices: the women's voices to slt, the men's to rms, the storytellers'
+// to awb.
+var DefaultVoiceAliases = map[string]string{
+	"alloy": "slt", "coral": "slt", "nova": "slt", "sage": "slt", "shimmer": "slt", "marin": "slt",
+	"echo": "rms", "onyx": "rms", "ash": "rms", "cedar": "rms",
+	"fable": "awb", "ballad": "awb", "verse": "awb",
 }

@@ -202,9 +202,38 @@ func (d *decoder) config(doc *yaml.Node, c *Config) {
 	seen := d.mapping(doc, "",
 		field{"pipeline", func(n *yaml.Node, path string) { d.pipeline(n, path, &c.Pipeline) }},
 		field{"deploy", func(n *yaml.Node, path string) { d.deploy(n, path, &c.Deploy) }},
+		field{"voice_aliases", func(n *yaml.Node, path string) { d.voiceAliases(n, path, &c.VoiceAliases) }},
 	)
 	if doc.Kind == yaml.MappingNode && !seen["pipeline"] {
 		d.errs.add(doc.Line, "pipeline", "missing section")
+	}
+}
+
+// voiceAliases decodes a mapping of alias names to voice names.
+func (d *decoder) voiceAliases(n *yaml.Node, path string, m *map[string]string) {
+	*m = map[string]string{}
+	if n.Kind != yaml.MappingNode {
+		d.errs.add(n.Line, path, "must be a mapping of alias to voice, got %s", describe(n))
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		var alias, voice string
+		d.str(&alias)(k, path)
+		d.str(&voice)(v, path+"."+k.Value)
+		switch {
+		case alias == "" || voice == "":
+			if k.ShortTag() == "!!str" && v.ShortTag() == "!!str" {
+				d.errs.add(k.Line, path+"."+k.Value, "alias and voice must not be empty")
+			}
+		case strings.ToLower(alias) != alias:
+			d.errs.add(k.Line, path+"."+alias, "write aliases in lower case: requests match voices case-insensitively")
+		default:
+			if _, dup := (*m)[alias]; dup {
+				d.errs.add(k.Line, path+"."+alias, "alias given twice")
+			}
+			(*m)[alias] = voice
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
@@ -100,6 +101,9 @@ func Parse(data []byte, source string) (*Config, error) {
 	if err := errs.err(); err != nil {
 		sortErrors(errs.errs)
 		return nil, err
+	}
+	if c.VoiceAliases == nil {
+		c.VoiceAliases = maps.Clone(DefaultVoiceAliases)
 	}
 	return c, nil
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -390,5 +391,21 @@ func TestHopDefaults(t *testing.T) {
 	want2 := Hop{WarmTimeout: 5 * time.Second, HealthInterval: DefaultHealthInterval, HealthFailures: DefaultHealthFailures, APIKeyFile: "/run/secrets/api-key", ResolveInterval: 30 * time.Second}
 	if d[2].Placement != PlacementRemote || d[2].Hop != want2 || d[2].Worker != (Worker{}) {
 		t.Errorf("remote stage %+v", d[2])
+	}
+}
+
+// TestVoiceAliases checks that a configuration's aliases replace the
+// defaults, and that one without any gets OpenAI's names.
+func TestVoiceAliases(t *testing.T) {
+	c := mustParse(t, "voice-aliases.good.yaml")
+	if want := map[string]string{"alloy": "rms", "narrator": "awb"}; !maps.Equal(c.VoiceAliases, want) {
+		t.Errorf("aliases %v, want %v", c.VoiceAliases, want)
+	}
+	b, err := Builtin("tts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(b.VoiceAliases, DefaultVoiceAliases) {
+		t.Errorf("built-in aliases %v, want the defaults", b.VoiceAliases)
 	}
 }

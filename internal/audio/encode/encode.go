@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 	"slices"
 
 	"github.com/omnistage/omnistage/internal/audio"
@@ -177,4 +178,19 @@ func lengthError(format string, got, want int64) error {
 func nextRate(rate int, rates []int) int {
 	i, _ := slices.BinarySearch(rates, rate)
 	return rates[min(i, len(rates)-1)]
+}
+
+// Available reports whether this process can encode format: nil, an
+// ErrUnsupported error for a format it does not know, or an ErrUnavailable
+// error naming what is missing (ffmpeg, for aac).
+func Available(format string) error {
+	if _, ok := ContentType(format); !ok {
+		return fmt.Errorf("encode: format %q: %w (want one of %v)", format, ErrUnsupported, Formats())
+	}
+	if format == AAC {
+		if _, err := exec.LookPath("ffmpeg"); err != nil {
+			return fmt.Errorf("encode: aac needs ffmpeg, which is not on PATH: %w", ErrUnavailable)
+		}
+	}
+	return nil
 }

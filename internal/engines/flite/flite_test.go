@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -901,5 +902,16 @@ func TestAnalyzeSpans(t *testing.T) {
 				t.Errorf("%q: token %d spans %q", text, w.Token, span)
 			}
 		}
+	}
+}
+
+// TestVoiceInfo checks that the voices described are the voices built in.
+func TestVoiceInfo(t *testing.T) {
+	var ids []string
+	for _, v := range VoiceInfo {
+		ids = append(ids, v.ID)
+	}
+	if !slices.Equal(ids, Voices()) {
+		t.Errorf("described voices %v, built in %v", ids, Voices())
 	}
 }

@@ -20,7 +20,8 @@ const (
 // (kal16); a vocoder reads frames or segments and writes audio.
 func Register(r *engine.Registry) {
 	r.Register(TalkerName, engine.Driver{
-		Check: func(spec engine.Spec) error { return wrap(TalkerName, checkTalker(spec)) },
+		Voices: VoiceInfo,
+		Check:  func(spec engine.Spec) error { return wrap(TalkerName, checkTalker(spec)) },
 		New: func(spec engine.Spec) (engine.Engine, error) {
 			e, err := newTalker(spec)
 			return e, wrap(TalkerName, err)
@@ -40,4 +41,14 @@ func wrap(name string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", name, err)
+}
+
+// VoiceInfo describes the voices built into this flite: the clustergen voices (slt,
+// rms, awb) speak with the talker's frames, kal16 (a diphone voice) only
+// in a pipeline whose talker outputs segments.
+var VoiceInfo = []engine.Voice{
+	{ID: "slt", Name: "SLT (CMU Arctic)", Language: "en-US", Gender: "female"},
+	{ID: "rms", Name: "RMS (CMU Arctic)", Language: "en-US", Gender: "male"},
+	{ID: "awb", Name: "AWB (CMU Arctic)", Language: "en-GB-scotland", Gender: "male"},
+	{ID: "kal16", Name: "KAL (diphone)", Language: "en-US", Gender: "male", Note: "needs a pipeline whose talker outputs segments"},
 }

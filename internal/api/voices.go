@@ -1,0 +1,85 @@
+package api
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/omnistage/omnistage/internal/apijson"
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/httpbody"
+)
+
+// voiceSet is what a speech request's voice may name: the talker's own
+// voices (when its engine describes them) and the configuration's aliases
+// (voice_aliases), both matched case-insensitively.
+type voiceSet struct {
+	voices  []engine.Voice
+	aliases map[string]string // lower-case alias → voice
+	list    apijson.VoiceList // GET /v1/audio/voices
+}
+
+// newVoiceSet checks that every alias names one of voices, when the talker
+// describes its voices.
+func newVoiceSet(voices []engine.Voice, aliases map[string]string) (*voiceSet, error) {
+	vs := &voiceSet{voices: voices, aliases: map[string]string{}}
+	list := []apijson.VoiceEntry{}
+	for _, v := range voices {
+		list = append(list, apijson.VoiceEntry{Voice: v})
+	}
+	for _, alias := range slices.Sorted(maps.Keys(aliases)) {
+		target := aliases[alias]
+		entry := apijson.VoiceEntry{Voice: engine.Voice{ID: alias, Name: alias}, AliasOf: target}
+		if len(voices) > 0 {
+			i := slices.IndexFunc(voices, func(v engine.Voice) bool { return strings.EqualFold(v.ID, target) })
+			if i < 0 {
+				return nil, fmt.Errorf("voice_aliases.%s: %q is not a voice of the talker (voices: %s)", alias, target, strings.Join(vs.ids(), ", "))
+			}
+			entry.Language, entry.Gender, target = voices[i].Language, voices[i].Gender, voices[i].ID
+			entry.Name = fmt.Sprintf("%s (%s)", alias, voices[i].Name)
+		}
+		vs.aliases[alias] = target
+		list = append(list, entry)
+	}
+	vs.list = apijson.VoiceList{Voices: list}
+	return vs, nil
+}
+
+func (vs *voiceSet) ids() []string {
+	var ids []string
+	for _, v := range vs.voices {
+		ids = append(ids, v.ID)
+	}
+	return ids
+}
+
+// resolve returns the talker's voice that name stands for. When the talker
+// describes no voices (its engine runs elsewhere), a name that is not an
+// alias goes to it as given, and it judges.
+func (vs *voiceSet) resolve(name string) (string, error) {
+	lower := strings.ToLower(name)
+	if v, ok := vs.aliases[lower]; ok {
+		return v, nil
+	}
+	if len(vs.voices) == 0 {
+		return lower, nil
+	}
+	for _, v := range vs.voices {
+		if strings.EqualFold(v.ID, name) {
+			return v.ID, nil
+		}
+	}
+	shown := name
+	if len(shown) > 64 {
+		shown = shown[:64] + "…"
+	}
+	return "", badRequest("unknown voice %q: voices are %s, and the aliases %s (GET /v1/audio/voices lists them)",
+		shown, strings.Join(vs.ids(), ", "), strings.Join(slices.Sorted(maps.Keys(vs.aliases)), ", "))
+}
+
+// listVoices answers GET /v1/audio/voices.
+func (s *Server) listVoices(w http.ResponseWriter, r *http.Request) {
+	httpbody.WriteJSON(w, http.StatusOK, s.voices.list)
+}
