@@ -1,6 +1,7 @@
 package acceptance
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -256,4 +257,45 @@ func BenchmarkPlacement(b *testing.B) {
 			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "total-ms")
 		})
 	}
+}
+
+// BenchmarkTimestamps measures, side by side on one SSE speech stream of
+// the committee paragraph with word timestamps, the time to the first
+// audio delta and to the first timestamps event (the first sentence's,
+// aligned as soon as its audio is complete).
+func BenchmarkTimestamps(b *testing.B) {
+	front := serve(b)
+	body := fmt.Sprintf(`{"model": "tts", "input": %q, "response_format": "pcm", "stream_format": "sse"}`, committee)
+	var ttfa, ttft, total time.Duration
+	for b.Loop() {
+		start := time.Now()
+		req, _ := http.NewRequest(http.MethodPost, front.url+"/v1/audio/speech", strings.NewReader(body))
+		req.Header.Set("X-Word-Timestamps", "true")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("status %v: %v", resp, err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 16<<20)
+		var gotAudio, gotStamps bool
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case !gotAudio && strings.Contains(line, `"speech.audio.delta"`):
+				gotAudio = true
+				ttfa += time.Since(start)
+			case !gotStamps && strings.Contains(line, `"speech.word_timestamps"`):
+				gotStamps = true
+				ttft += time.Since(start)
+			}
+		}
+		resp.Body.Close()
+		if !gotAudio || !gotStamps {
+			b.Fatalf("audio %v, timestamps %v", gotAudio, gotStamps)
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(ttfa.Microseconds())/1000/float64(b.N), "ttfa-ms")
+	b.ReportMetric(float64(ttft.Microseconds())/1000/float64(b.N), "ttft-ms")
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "total-ms")
 }

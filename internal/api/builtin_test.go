@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -230,4 +231,52 @@ func TestCaptions(t *testing.T) {
 	}
 	resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/captions", map[string]any{"model": "tts", "input": "hi", "response_format": "mp3"})
 	wantError(t, resp, body, 400, "bad_request", "use vtt or srt")
+}
+
+// TestStreamedTimestamps checks that on the built-in pipeline the word
+// timestamps of SSE speech come a sentence at a time, interleaved with
+// the audio (the first before the last audio delta), and equal those of
+// the whole answer's X-Word-Timestamps header.
+func TestStreamedTimestamps(t *testing.T) {
+	f := realFixture(t, "builtin:tts", "")
+	input := "The first sentence is short. The second one takes a little longer to say. And a third!"
+	req := map[string]any{"model": "tts", "input": input, "response_format": "pcm", "stream_format": "sse"}
+	resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech", req, "X-Word-Timestamps", "true")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	var streamed []engine.Word
+	var types []string
+	for _, data := range readSSE(t, bytes.NewReader(body)) {
+		var ev apijson.SpeechEvent
+		if err := json.Unmarshal(data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, ev.Type)
+		if ev.Type == apijson.SpeechTimestamps {
+			streamed = append(streamed, ev.Words...)
+		}
+	}
+	first, lastDelta := slices.Index(types, apijson.SpeechTimestamps), 0
+	for i, typ := range types {
+		if typ == apijson.SpeechDelta {
+			lastDelta = i
+		}
+	}
+	if n := strings.Count(strings.Join(types, " "), apijson.SpeechTimestamps); n != 3 || first > lastDelta {
+		t.Errorf("%d timestamps events, the first at %d, the last audio at %d; want 3 (one per sentence), the first before the last audio: %v", n, first, lastDelta, types)
+	}
+
+	delete(req, "stream_format")
+	resp, body = f.do(context.Background(), http.MethodPost, "/v1/audio/speech", req, "X-Word-Timestamps", "true")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	var whole []engine.Word
+	if err := json.Unmarshal([]byte(resp.Header.Get("X-Word-Timestamps")), &whole); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(streamed, whole) {
+		t.Errorf("streamed timestamps differ from the whole answer's:\n%v\n%v", streamed, whole)
+	}
 }

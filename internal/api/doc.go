@@ -68,8 +68,10 @@
 //     X-Word-Timestamps
 //     response header, up to MaxTimestampsHeader (4 KiB); longer ones are
 //     left out and the X-Word-Timestamps-Omitted header says why and where
-//     to get them. With sse they come as a data: {"type":
-//     "speech.word_timestamps", "words": [...]} event before done. With
+//     to get them. With sse they come as data: {"type":
+//     "speech.word_timestamps", "words": [...]} events, one per sentence
+//     as soon as the aligner has it (between the audio deltas; times from
+//     the start of the whole audio), all before done. With
 //     stream_format audio they are refused (400): trailers are not read by
 //     most clients, and Go's refuses trailers over 4 KiB.
 //

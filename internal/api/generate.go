@@ -133,6 +133,9 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 			}
 			return
 		}
+		if err == nil && o.Chunk.Audio != nil && len(o.Chunk.Audio.Samples) == 0 {
+			continue // a sentence's end mark: no audio to send
+		}
 		if err == nil && !started {
 			startEvents(w, ev.sse)
 			started = true

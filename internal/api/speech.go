@@ -312,13 +312,14 @@ func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orches
 	sse := p.stream == streamSSE
 	ev := &eventWriter{body: body, sse: true}
 	var (
-		started bool
-		rate    int
-		samples int
-		words   []engine.Word
-		buf     []byte
-		enc     encode.Encoder // for an encoded format: writes to encoded
-		encoded bytes.Buffer
+		started   bool
+		rate      int
+		samples   int
+		words     []engine.Word // timestamps not sent yet
+		sentWords bool          // a timestamps event was sent
+		buf       []byte
+		enc       encode.Encoder // for an encoded format: writes to encoded
+		encoded   bytes.Buffer
 	)
 	defer func() {
 		if enc != nil {
@@ -373,7 +374,17 @@ func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orches
 		}
 		c := o.Chunk
 		if c.Words != nil {
-			words = append(words, c.Words.Words...)
+			// A sentence's timestamps (an aligner that streams sends one
+			// chunk per sentence): on SSE, an event as soon as they come.
+			if !sse || !started {
+				words = append(words, c.Words.Words...)
+				continue
+			}
+			if err := ev.send(apijson.SpeechEvent{Type: apijson.SpeechTimestamps, Words: c.Words.Words}); err != nil {
+				s.streamFailed(r, err)
+				return
+			}
+			sentWords = true
 			continue
 		}
 		if c.Audio == nil {
@@ -438,7 +449,7 @@ func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orches
 	if !sse {
 		return
 	}
-	if p.timestamps {
+	if p.timestamps && (!sentWords || len(words) > 0) {
 		if words == nil {
 			words = []engine.Word{}
 		}

@@ -98,10 +98,13 @@ type Segments struct {
 	TargetF0  []float32 `msgpack:"target_f0"`
 }
 
-// Audio is 16-bit mono PCM.
+// Audio is 16-bit mono PCM. A chunk with EndOfSentence set, and no
+// samples, marks the end of a sentence's audio: a vocoder sends one after
+// each sentence, and an aligner aligns each sentence as its mark arrives.
 type Audio struct {
-	SampleRate int     `msgpack:"rate"`
-	Samples    []int16 `msgpack:"samples"`
+	SampleRate    int     `msgpack:"rate"`
+	Samples       []int16 `msgpack:"samples"`
+	EndOfSentence bool    `msgpack:"eos,omitempty"`
 }
 
 // Words are word timestamps.

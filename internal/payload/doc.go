@@ -133,8 +133,9 @@
 //	  target_f0   target_f0   bin of float32  required  pitch target F0s
 //
 //	audio: engine.Audio
-//	  rate     rate     int           required  sample rate, Hz
-//	  samples  samples  bin of int16  required  mono samples
+//	  rate     rate             int           required  sample rate, Hz
+//	  samples  samples          bin of int16  required  mono samples
+//	  eos      end_of_sentence  bool          optional  marks the end of a sentence's audio
 //
 //	words: engine.Words
 //	  words  words  array of map word  required  the words, in order

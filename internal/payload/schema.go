@@ -178,6 +178,13 @@ func zeroInt(v value[int]) value[int] {
 	return v
 }
 
+// falseEmpty is v, empty when false: an optional flag absent reads as
+// false.
+func falseEmpty(v value[bool]) value[bool] {
+	v.empty = func(b *bool) bool { return !*b }
+	return v
+}
+
 func arrayOf[V any](elem value[V]) value[[]V] {
 	return value[[]V]{
 		typ: "array of " + elem.typ,
@@ -404,6 +411,7 @@ var (
 	audioSchema = newSchema("audio", "engine.Audio",
 		fieldOf("rate", "rate", required, intV, func(a *engine.Audio) *int { return &a.SampleRate }, "sample rate, Hz"),
 		fieldOf("samples", "samples", required, int16sV, func(a *engine.Audio) *[]int16 { return &a.Samples }, "mono samples"),
+		fieldOf("eos", "end_of_sentence", optional, falseEmpty(boolV), func(a *engine.Audio) *bool { return &a.EndOfSentence }, "marks the end of a sentence's audio"),
 	)
 
 	wordsSchema = newSchema("words", "engine.Words",

@@ -23,6 +23,9 @@ type WordPron struct {
 	// code points, end exclusive: input[CharStart:CharEnd] is the token as
 	// written ("$100"), without the punctuation around it.
 	CharStart, CharEnd int
+	// Sentence numbers the sentences that have words, from 0: the talker
+	// speaks each as one chunk, and the vocoder marks the end of each.
+	Sentence int
 }
 
 // Analyze runs flite's text analysis (tokenization, normalization of
@@ -39,9 +42,10 @@ func Analyze(text, voice string) ([]WordPron, error) {
 		return nil, err
 	}
 	var (
-		out    []WordPron
-		cursor int // where the next token's search starts, in c.text
-		token  = -1
+		out      []WordPron
+		cursor   int // where the next token's search starts, in c.text
+		token    = -1
+		sentence = -1
 	)
 	for _, s := range sentences {
 		u, err := synthText(v, s, 0, true)
@@ -53,7 +57,11 @@ func Analyze(text, voice string) ([]WordPron, error) {
 		}
 		lastID := -2
 		var start, end int
-		for _, w := range u.words() {
+		words := u.words()
+		if len(words) > 0 {
+			sentence++
+		}
+		for _, w := range words {
 			if w.tokenID < 0 || w.tokenID != lastID {
 				// A new token: find it in the cleaned text, after the last.
 				token++
@@ -65,7 +73,7 @@ func Analyze(text, voice string) ([]WordPron, error) {
 				}
 				start, end = c.span(from, to)
 			}
-			out = append(out, WordPron{Word: w.name, Phones: w.phones, Token: token, CharStart: start, CharEnd: end})
+			out = append(out, WordPron{Word: w.name, Phones: w.phones, Token: token, CharStart: start, CharEnd: end, Sentence: sentence})
 		}
 		u.free()
 	}

@@ -96,7 +96,8 @@ func speak(tb testing.TB, talker, vocoder engine.Engine, s, talkParams, vocParam
 }
 
 // checkBlocks checks what the vocoder promises of every chunk it sends:
-// audio at 16 kHz, not empty, at most MaxBlockMs of samples.
+// audio at 16 kHz, not empty, at most MaxBlockMs of samples, but for the
+// end-of-sentence mark after each sentence, which holds none.
 func checkBlocks(tb testing.TB, out []engine.Chunk) {
 	tb.Helper()
 	for i, c := range out {
@@ -106,9 +107,18 @@ func checkBlocks(tb testing.TB, out []engine.Chunk) {
 		if c.Audio.SampleRate != 16000 {
 			tb.Fatalf("chunk %d: sample rate %d", i, c.Audio.SampleRate)
 		}
-		if n := len(c.Audio.Samples); n == 0 || n > c.Audio.SampleRate*MaxBlockMs/1000 {
+		n := len(c.Audio.Samples)
+		switch {
+		case c.Audio.EndOfSentence && n != 0:
+			tb.Fatalf("chunk %d marks a sentence's end but holds %d samples", i, n)
+		case c.Audio.EndOfSentence && (i == 0 || out[i-1].Audio.EndOfSentence):
+			tb.Fatalf("chunk %d marks the end of a sentence with no audio", i)
+		case !c.Audio.EndOfSentence && (n == 0 || n > c.Audio.SampleRate*MaxBlockMs/1000):
 			tb.Fatalf("chunk %d holds %d samples, want 1 to %d ms", i, n, MaxBlockMs)
 		}
+	}
+	if len(out) > 0 && !out[len(out)-1].Audio.EndOfSentence {
+		tb.Fatal("the last sentence has no end mark")
 	}
 }
 
@@ -125,6 +135,12 @@ func bySentence(tb testing.TB, out []engine.Chunk, lens []int) [][]int16 {
 	got := make([][]int16, len(lens))
 	i := 0
 	for si, n := range lens {
+		if si > 0 {
+			if i == len(out) || !out[i].Audio.EndOfSentence {
+				tb.Fatalf("sentence %d does not end with its mark", si-1)
+			}
+			i++
+		}
 		for len(got[si]) < n {
 			if i == len(out) {
 				tb.Fatalf("sentence %d: the audio ends after %d of %d samples", si, len(got[si]), n)
@@ -136,6 +152,9 @@ func bySentence(tb testing.TB, out []engine.Chunk, lens []int) [][]int16 {
 			got[si] = append(got[si], b...)
 			i++
 		}
+	}
+	if i < len(out) && out[i].Audio.EndOfSentence {
+		i++
 	}
 	if i != len(out) {
 		tb.Fatalf("%d audio chunks after the last sentence", len(out)-i)
@@ -661,7 +680,7 @@ func TestAnalyze(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(hello) != "[{hello [hh ax l ow]} {world [w er l d]}]" {
+	if fmt.Sprint(hello) != "[{hello [hh ax l ow] 0 0 5 0} {world [w er l d] 1 7 12 0}]" {
 		t.Errorf("Analyze(Hello, world.) = %v", hello)
 	}
 

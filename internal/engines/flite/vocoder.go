@@ -177,8 +177,34 @@ func (v *Vocoder) Process(ctx context.Context, job *engine.Job) error {
 	}
 }
 
-// chunk validates one input chunk, vocodes it and sends its audio to out.
+// chunk validates one input chunk (a sentence), vocodes it and sends its
+// audio to out in blocks, then the sentence's end mark.
 func (v *Vocoder) chunk(ctx context.Context, c engine.Chunk, seed uint32, out engine.Sink) error {
+	rs := &rateSink{Sink: out}
+	if err := v.blocks(ctx, c, seed, rs); err != nil {
+		return err
+	}
+	if rs.rate == 0 {
+		return nil
+	}
+	return out.Send(ctx, engine.Chunk{Audio: &engine.Audio{SampleRate: rs.rate, EndOfSentence: true}})
+}
+
+// rateSink notes the sample rate of the audio sent through it.
+type rateSink struct {
+	engine.Sink
+	rate int
+}
+
+func (s *rateSink) Send(ctx context.Context, c engine.Chunk) error {
+	if c.Audio != nil {
+		s.rate = c.Audio.SampleRate
+	}
+	return s.Sink.Send(ctx, c)
+}
+
+// blocks validates one input chunk, vocodes it and sends its audio to out.
+func (v *Vocoder) blocks(ctx context.Context, c engine.Chunk, seed uint32, out engine.Sink) error {
 	if k := c.Kind(); k != v.input {
 		return &engine.InputError{Reason: fmt.Sprintf("vocoder input must be %s, got %q", v.input, k)}
 	}

@@ -242,19 +242,30 @@ func (a *Aligner) CheckParams(params json.RawMessage) error {
 	return engine.DecodeParams(params, &p)
 }
 
-// Process reads the request's audio, aligns it with the transcript in
-// Job.Prompt.Text and sends one timestamps chunk with one entry per token
-// of the input that was spoken (its span of the input, its text there and
-// the words spoken for it), in order, monotonic and within the audio's
-// duration.
+// Process aligns the request's audio with the transcript in
+// Job.Prompt.Text and sends timestamps: one entry per token of the input
+// that was spoken (its span of the input, its text there and the words
+// spoken for it), in order, monotonic and within the audio's duration.
 //
-// The audio is checked and brought to 16 kHz as it arrives; a decoder is
-// taken from the pool only once all of it is in, and decodes it as one
-// utterance. Cancellation is noticed while reading and while waiting for a
-// decoder; a decode that has started runs to its end (about 2% of the
-// audio's duration). Bad input (an empty transcript, no audio, a chunk
-// that is not audio, a rate outside [MinSampleRate, MaxSampleRate] or one
-// that changes, more than MaxAudioSeconds) is an *engine.InputError.
+// # A sentence at a time
+//
+// When the audio is at 16 kHz and marks the end of each sentence (a
+// vocoder's engine.Audio.EndOfSentence), each sentence is aligned as its
+// mark arrives, as an utterance of its own, and its timestamps are sent at
+// once, in one chunk, timed from the start of the whole audio: the first
+// timestamps leave while later sentences are still being spoken, and an
+// error in one sentence's alignment cannot drift into the next. Sentences
+// of the transcript left when the audio ends (marks missing) are aligned
+// together on the audio after the last mark. Audio without marks, or at
+// another rate, is aligned whole once it has all come, in one chunk.
+//
+// The audio is checked and brought to 16 kHz as it arrives. A decoder is
+// taken from the pool for each alignment, and a decode that has started
+// runs to its end (about 2% of the audio's duration); cancellation is
+// noticed while reading and while waiting for a decoder. Bad input (an
+// empty transcript, no audio, a chunk that is not audio, a rate outside
+// [MinSampleRate, MaxSampleRate] or one that changes, more than
+// MaxAudioSeconds) is an *engine.InputError.
 func (a *Aligner) Process(ctx context.Context, job *engine.Job) error {
 	if err := a.CheckParams(job.Params); err != nil {
 		return wrap(err)
@@ -263,15 +274,61 @@ func (a *Aligner) Process(ctx context.Context, job *engine.Job) error {
 	if err != nil {
 		return wrap(err)
 	}
-	pcm, durMs, err := readAudio(ctx, job.In)
+	groups := bySentence(words)
+	in := &audioReader{src: job.In}
+	done, from := 0, 0 // sentences sent; where the next one's audio starts in in.pcm
+	send := func(ws []word, pcm []int16, offset int) error {
+		aligned := make([]engine.Word, len(ws)) // no audio left: at the end, untimed
+		if len(pcm) > 0 {
+			var err error
+			if aligned, err = a.align(ctx, ws, pcm, len(pcm)*1000/decoderRate); err != nil {
+				return err
+			}
+		}
+		shift := offset * 1000 / decoderRate
+		for i := range aligned {
+			aligned[i].StartMs += shift
+			aligned[i].EndMs += shift
+		}
+		return job.Out.Send(ctx, engine.Chunk{Words: &engine.Words{Words: entries(job.Prompt.Text, ws, aligned)}})
+	}
+	for {
+		mark, err := in.next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return wrap(err)
+		}
+		if !mark || in.rs != nil || done == len(groups) || len(in.pcm) == from {
+			continue
+		}
+		if err := send(groups[done], in.pcm[from:], from); err != nil {
+			return wrap(err)
+		}
+		done, from = done+1, len(in.pcm)
+	}
+	pcm, durMs, err := in.finish()
 	if err != nil {
 		return wrap(err)
 	}
-	aligned, err := a.align(ctx, words, pcm, durMs)
-	if err != nil {
-		return wrap(err)
+	if done == 0 {
+		aligned, err := a.align(ctx, words, pcm, durMs)
+		if err != nil {
+			return wrap(err)
+		}
+		return job.Out.Send(ctx, engine.Chunk{Words: &engine.Words{Words: entries(job.Prompt.Text, words, aligned)}})
 	}
-	return job.Out.Send(ctx, engine.Chunk{Words: &engine.Words{Words: entries(job.Prompt.Text, words, aligned)}})
+	if done < len(groups) {
+		var rest []word
+		for _, g := range groups[done:] {
+			rest = append(rest, g...)
+		}
+		if err := send(rest, pcm[from:], from); err != nil {
+			return wrap(err)
+		}
+	}
+	return nil
 }
 
 // align aligns words with 16 kHz audio of durMs milliseconds (the
@@ -347,52 +404,70 @@ func prepare(d *decoder, words []word) ([]bool, error) {
 // readAudio reads src to its end, checks every chunk and returns the audio
 // at 16 kHz with the input's duration in milliseconds.
 func readAudio(ctx context.Context, src engine.Source) (pcm []int16, durMs int, err error) {
-	var (
-		rate int
-		n    int // input samples
-		rs   *audio.Resampler
-	)
+	in := &audioReader{src: src}
 	for {
-		c, err := src.Recv(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
+		if _, err := in.next(ctx); errors.Is(err, io.EOF) {
+			return in.finish()
+		} else if err != nil {
 			return nil, 0, err
 		}
-		if c.Audio == nil {
-			return nil, 0, &engine.InputError{Reason: fmt.Sprintf("aligner input must be audio, got %q", c.Kind())}
-		}
-		r := c.Audio.SampleRate
-		switch {
-		case rate == 0:
-			if r < MinSampleRate || r > MaxSampleRate {
-				return nil, 0, &engine.InputError{Reason: fmt.Sprintf("sample rate %d Hz is outside [%d, %d]", r, MinSampleRate, MaxSampleRate)}
-			}
-			if r != decoderRate {
-				if rs, err = audio.NewResampler(r, decoderRate); err != nil {
-					return nil, 0, &engine.InputError{Reason: fmt.Sprintf("sample rate %d Hz: %v", r, err)}
-				}
-			}
-			rate = r
-		case r != rate:
-			return nil, 0, &engine.InputError{Reason: fmt.Sprintf("sample rate changed from %d Hz to %d Hz", rate, r)}
-		}
-		n += len(c.Audio.Samples)
-		if n > MaxAudioSeconds*rate {
-			return nil, 0, &engine.InputError{Reason: fmt.Sprintf("audio is longer than %d s", MaxAudioSeconds)}
-		}
-		if rs != nil {
-			pcm = rs.AppendProcess(pcm, c.Audio.Samples)
-		} else {
-			pcm = append(pcm, c.Audio.Samples...)
-		}
 	}
-	if n == 0 {
+}
+
+// audioReader reads a request's audio and brings it to 16 kHz as it
+// arrives.
+type audioReader struct {
+	src  engine.Source
+	rate int              // the input's rate; 0 before the first chunk
+	n    int              // input samples
+	rs   *audio.Resampler // nil when the input is at 16 kHz
+	pcm  []int16          // the audio so far, at 16 kHz
+}
+
+// next reads one chunk, and reports whether it marks a sentence's end. It
+// returns io.EOF when the audio has ended.
+func (r *audioReader) next(ctx context.Context) (bool, error) {
+	c, err := r.src.Recv(ctx)
+	if err != nil {
+		return false, err
+	}
+	if c.Audio == nil {
+		return false, &engine.InputError{Reason: fmt.Sprintf("aligner input must be audio, got %q", c.Kind())}
+	}
+	rate := c.Audio.SampleRate
+	switch {
+	case r.rate == 0:
+		if rate < MinSampleRate || rate > MaxSampleRate {
+			return false, &engine.InputError{Reason: fmt.Sprintf("sample rate %d Hz is outside [%d, %d]", rate, MinSampleRate, MaxSampleRate)}
+		}
+		if rate != decoderRate {
+			if r.rs, err = audio.NewResampler(rate, decoderRate); err != nil {
+				return false, &engine.InputError{Reason: fmt.Sprintf("sample rate %d Hz: %v", rate, err)}
+			}
+		}
+		r.rate = rate
+	case rate != r.rate:
+		return false, &engine.InputError{Reason: fmt.Sprintf("sample rate changed from %d Hz to %d Hz", r.rate, rate)}
+	}
+	r.n += len(c.Audio.Samples)
+	if r.n > MaxAudioSeconds*rate {
+		return false, &engine.InputError{Reason: fmt.Sprintf("audio is longer than %d s", MaxAudioSeconds)}
+	}
+	if r.rs != nil {
+		r.pcm = r.rs.AppendProcess(r.pcm, c.Audio.Samples)
+	} else {
+		r.pcm = append(r.pcm, c.Audio.Samples...)
+	}
+	return c.Audio.EndOfSentence, nil
+}
+
+// finish returns the whole audio at 16 kHz and its duration as it came in.
+func (r *audioReader) finish() ([]int16, int, error) {
+	if r.n == 0 {
 		return nil, 0, &engine.InputError{Reason: "no audio"}
 	}
-	if rs != nil {
-		pcm = rs.AppendFlush(pcm)
+	if r.rs != nil {
+		r.pcm = r.rs.AppendFlush(r.pcm)
 	}
-	return pcm, int(int64(n) * 1000 / int64(rate)), nil
+	return r.pcm, int(int64(r.n) * 1000 / int64(r.rate)), nil
 }

@@ -26,6 +26,8 @@ type word struct {
 	// token numbers the input token the word was made from (flite's
 	// WordPron.Token), charStart and charEnd are its span of the input.
 	token, charStart, charEnd int
+	// sentence numbers the word's sentence (flite's WordPron.Sentence).
+	sentence int
 }
 
 // transcript runs flite's text analysis on text, the way the talker
@@ -37,7 +39,7 @@ func transcript(text, voice string) ([]word, error) {
 	}
 	words := make([]word, 0, len(prons))
 	for _, p := range prons {
-		w := word{name: p.Word, token: p.Token, charStart: p.CharStart, charEnd: p.CharEnd}
+		w := word{name: p.Word, token: p.Token, charStart: p.CharStart, charEnd: p.CharEnd, sentence: p.Sentence}
 		arpa, ok := toARPAbet(p.Phones)
 		if ok {
 			w.phones = strings.Join(arpa, " ")
@@ -134,6 +136,18 @@ func entries(input string, words []word, aligned []engine.Word) []engine.Word {
 			StartMs: aligned[i].StartMs, EndMs: aligned[i].EndMs,
 			Spoken: []string{w.name},
 		})
+	}
+	return out
+}
+
+// bySentence cuts words into their sentences, in order.
+func bySentence(words []word) [][]word {
+	var out [][]word
+	for i, w := range words {
+		if i == 0 || w.sentence != words[i-1].sentence {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], w)
 	}
 	return out
 }
