@@ -85,7 +85,7 @@ func info(r *http.Request) *reqInfo {
 // in the X-Request-Id header.
 func setRequestID(w http.ResponseWriter, r *http.Request, id string) {
 	info(r).id = id
-	w.Header().Set("X-Request-Id", id)
+	w.Header().Set(headerRequestID, id)
 }
 
 // observe is the outermost handler: metrics, the access log, and a recover
@@ -95,7 +95,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		start := time.Now()
 		// Until a handler knows the request's id, log the one the client
 		// sent, if any.
-		in := &reqInfo{route: routeUnmatched, id: r.Header.Get("X-Request-Id")}
+		in := &reqInfo{route: routeUnmatched, id: r.Header.Get(headerRequestID)}
 		r = r.WithContext(context.WithValue(r.Context(), infoKey{}, in))
 		rw := &responseWriter{ResponseWriter: w, start: start}
 		s.metrics.inflight.Inc()
@@ -122,7 +122,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			if in.id == "" {
 				// A handler outside this package (/v1/run's) names the
 				// request in its answer's header.
-				in.id = rw.Header().Get("X-Request-Id")
+				in.id = rw.Header().Get(headerRequestID)
 			}
 			level := slog.LevelInfo
 			switch in.route {

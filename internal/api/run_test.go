@@ -259,7 +259,9 @@ func TestRunRefused(t *testing.T) {
 		{"stage 1 given a number", map[string]any{"stage_id": 1, "stage_input": 5}, 400, "bad_request", "not a JSON number"},
 		{"stage 1 no input", map[string]any{"stage_id": 1}, 400, "bad_request", "stage_input is missing"},
 		{"stage 1 null input", `{"stage_id": 1, "stage_input": null}`, 400, "bad_request", "stage_input is missing"},
-		{"stage 1 with request_id", map[string]any{"stage_id": 1, "stage_input": p1, "request_id": "r"}, 400, "bad_request", "travel inside the payload"},
+		{"stage 1 with another request_id", map[string]any{"stage_id": 1, "stage_input": p1, "request_id": "r"}, 400, "bad_request", `request_id "r" is not the payload's`},
+		{"stage 1 with sampling_params", map[string]any{"stage_id": 1, "stage_input": p1, "sampling_params": []any{}}, 400, "bad_request", "travel inside the payload"},
+		{"a finished answer posted back", map[string]any{"stage_id": 1, "stage_input": p1, "finished": true}, 400, "bad_request", "this answer is finished"},
 		{"stage 1 with params", map[string]any{"stage_id": 1, "stage_input": p1, "sampling_params": []any{nil}}, 400, "bad_request", "travel inside the payload"},
 		{"not base64", map[string]any{"stage_id": 1, "stage_input": "not base64!"}, 400, payload.CodeNotBase64, "not URL-safe base64"},
 		{"padded base64", map[string]any{"stage_id": 1, "stage_input": p1 + "="}, 400, payload.CodeNotBase64, "base64"},
@@ -431,4 +433,29 @@ func TestRunHopIdentity(t *testing.T) {
 	if x.status != 200 || y.status != 200 || !bytes.Equal(x.body, y.body) {
 		t.Errorf("the same hop twice: %d %.200s / %d %.200s", x.status, x.body, y.status, y.body)
 	}
+}
+
+// TestRunAnswerPostedBack checks that each non-final /v1/run answer can be
+// posted to the next step unchanged, as routers that chain steps by
+// posting each response to the next (KServe InferenceGraph's Sequence) do.
+func TestRunAnswerPostedBack(t *testing.T) {
+	f := newFixture(t, setup{yaml: speechYAML})
+	resp, body := f.do(context.Background(), http.MethodPost, "/v1/run", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": hello}, "output_modalities": []string{"audio"}, "request_id": "chain-1"})
+	for range 5 {
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+		var ans hop.RunResponse
+		if err := json.Unmarshal(body, &ans); err != nil {
+			t.Fatal(err)
+		}
+		if ans.Finished {
+			if ans.RequestID != "chain-1" || ans.Output == nil || ans.Output.Audio == nil {
+				t.Fatalf("final answer %s", body)
+			}
+			return
+		}
+		resp, body = f.do(context.Background(), http.MethodPost, "/v1/run", json.RawMessage(body))
+	}
+	t.Fatal("the chain did not finish")
 }

@@ -50,6 +50,10 @@ type Options struct {
 	// APIKey, when not empty, must be sent as "Authorization: Bearer KEY"
 	// to every endpoint except /health and /ready.
 	APIKey string
+	// CORSOrigins are the web origins ("https://app.example.com", or "*"
+	// for any) whose pages may call the API from a browser; none: no CORS
+	// headers, and browsers keep other origins' pages out.
+	CORSOrigins []string
 	// Logger gets access logs and failures; nil discards them.
 	Logger *slog.Logger
 	// Registry receives the HTTP metrics, and /metrics serves everything
@@ -146,6 +150,9 @@ func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
 		}
 	}
 	s.handler = s.observe(s.routes())
+	if len(opts.CORSOrigins) > 0 {
+		s.handler = corsHandler(opts.CORSOrigins, s.handler)
+	}
 	return s, nil
 }
 

@@ -356,3 +356,37 @@ func TestLimitListener(t *testing.T) {
 	for range accepted {
 	}
 }
+
+// TestCORS checks that a configured origin's pages may call the API and
+// read its headers, and that without configuration no CORS header is sent.
+func TestCORS(t *testing.T) {
+	const origin = "https://app.example.com"
+	preflight := func(f *fixture, from string) *http.Response {
+		req, _ := http.NewRequest(http.MethodOptions, f.url+"/v1/audio/speech", nil)
+		req.Header.Set("Origin", from)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "authorization,content-type") // as browsers send it
+		resp, err := f.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	f := newFixture(t, setup{yaml: speechYAML, opts: Options{CORSOrigins: []string{origin}}})
+	if resp := preflight(f, origin); resp.Header.Get("Access-Control-Allow-Origin") != origin || !strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "authorization") {
+		t.Errorf("preflight from %s: status %d, headers %v", origin, resp.StatusCode, resp.Header)
+	}
+	if resp := preflight(f, "https://evil.example"); resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight from another origin allowed: %v", resp.Header)
+	}
+	resp, _ := f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": "hi", "response_format": "pcm"}, "Origin", origin)
+	if resp.Header.Get("Access-Control-Allow-Origin") != origin || !strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "X-Sample-Rate") {
+		t.Errorf("POST from %s: headers %v", origin, resp.Header)
+	}
+
+	plain := newFixture(t, setup{yaml: speechYAML})
+	if resp := preflight(plain, origin); resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("CORS headers without configuration: %v", resp.Header)
+	}
+}

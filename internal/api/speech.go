@@ -53,6 +53,7 @@ const maxStreamError = 1 << 10
 
 // Headers of POST /v1/audio/speech.
 const (
+	headerRequestID         = "X-Request-Id"
 	headerSampleRate        = "X-Sample-Rate"
 	headerTimestamps        = "X-Word-Timestamps"
 	headerTimestampsOmitted = "X-Word-Timestamps-Omitted"

@@ -18,7 +18,7 @@ import (
 	"github.com/omnistage/omnistage/internal/payload"
 )
 
-const serveSynopsis = "serve [--config F] [--addr 127.0.0.1:8080] [--stage N] [--payload-key-file F] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--log-level L]"
+const serveSynopsis = "serve [--config F] [--addr 127.0.0.1:8080] [--stage N] [--payload-key-file F] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--log-level L]"
 
 // payloadKeyEnv names the environment variable that holds the /v1/run
 // payload key when --payload-key-file is not given.
@@ -44,6 +44,7 @@ func serve(ctx context.Context, env Env, args []string) int {
 	apiKeyFile := fs.String("api-key-file", "", "file holding the API key clients must send as a bearer token (/health and /ready stay open)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "how long a stop waits for requests in flight before aborting them")
 	maxConns := fs.Int("max-conns", api.DefaultMaxConns, "connections open at once; more wait to be accepted")
+	corsOrigins := fs.String("cors-origins", "", "comma-separated web origins whose pages may call the API from a browser (https://app.example.com), or * for any; default none")
 	logLevel := fs.String("log-level", defaultLevel, "log level: debug, info, warn or error")
 	pos, status, ok := parse(fs, args)
 	if !ok {
@@ -68,6 +69,11 @@ func serve(ctx context.Context, env Env, args []string) int {
 		return ExitUsage
 	}
 	opts := api.Options{ShutdownTimeout: *shutdownTimeout, MaxConns: *maxConns}
+	for _, o := range strings.Split(*corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			opts.CORSOrigins = append(opts.CORSOrigins, o)
+		}
+	}
 	switch {
 	case asWorker:
 		if err := worker.ChildConfig(cfg, *stage); err != nil {

@@ -450,6 +450,9 @@ func (s *Server) parseRun(r *http.Request, req *RunRequest) (*call, error) {
 		return nil, badRequest(`stage_id is missing: name the stage to run (0 for a new request, or the stage_id of the previous /v1/run answer)`)
 	}
 	stage := *req.StageID
+	if req.Finished != nil && *req.Finished {
+		return nil, badRequest("this answer is finished (finished: true): its output is the chain's result, and no stage takes it")
+	}
 	if err := s.checkStage(stage); err != nil {
 		return nil, err
 	}
@@ -466,8 +469,8 @@ func (s *Server) parseRun(r *http.Request, req *RunRequest) (*call, error) {
 	if in[0] != '"' {
 		return nil, badRequest("stage %d takes the opaque stage_input string of the previous /v1/run answer, not a JSON %s: only stage %d takes a prompt object", stage, jsonKind(in[0]), entryStage)
 	}
-	if req.SamplingParams != nil || req.RequestID != "" || req.OutputModalities != nil {
-		return nil, badRequest("stage %d takes only stage_id and stage_input: sampling_params, request_id and output_modalities travel inside the payload", stage)
+	if req.SamplingParams != nil || req.OutputModalities != nil {
+		return nil, badRequest("stage %d takes only stage_id and stage_input (and, from a previous answer posted back, its request_id and finished): sampling_params and output_modalities travel inside the payload", stage)
 	}
 	str, err := rawString(in)
 	if err != nil {
@@ -476,6 +479,9 @@ func (s *Server) parseRun(r *http.Request, req *RunRequest) (*call, error) {
 	env, err := s.codec.Decode(str, s.expect(stage))
 	if err != nil {
 		return nil, err
+	}
+	if req.RequestID != "" && req.RequestID != env.RequestID {
+		return nil, badRequest("request_id %q is not the payload's (%q): post the previous answer back unchanged, or leave request_id out", short(req.RequestID), env.RequestID)
 	}
 	sel, err := s.checkRoute(stage, env)
 	if err != nil {
@@ -728,4 +734,12 @@ func (f *frameSource) close() {
 	close(f.stop)
 	f.body.abort()
 	<-f.done
+}
+
+// short bounds a client's string quoted in an error.
+func short(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }

@@ -41,6 +41,10 @@ type RunRequest struct {
 	SamplingParams   []json.RawMessage `json:"sampling_params,omitempty"`
 	RequestID        string            `json:"request_id,omitempty"`
 	OutputModalities []string          `json:"output_modalities,omitempty"`
+	// Finished is accepted so that a non-final answer can be posted back
+	// unchanged (routers that chain steps by posting each answer to the
+	// next step); it must be false.
+	Finished *bool `json:"finished,omitempty"`
 }
 
 // Prompt is stage 0's stage_input.

@@ -1,0 +1,22 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/rs/cors"
+)
+
+// corsHandler lets pages of origins call h from a browser: the methods and
+// request headers the API takes, and the response headers a page needs to
+// read (the request id, the sample rate of PCM, the timestamps and the
+// error of a stream cut short).
+func corsHandler(origins []string, h http.Handler) http.Handler {
+	return cors.New(cors.Options{
+		AllowedOrigins: origins,
+		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete},
+		AllowedHeaders: []string{"Authorization", "Content-Type", headerRequestID, headerTimestamps},
+		ExposedHeaders: []string{headerRequestID, headerSampleRate, headerTimestamps, headerTimestampsOmitted, headerStreamError},
+		MaxAge:         int((10 * time.Minute).Seconds()),
+	}).Handler(h)
+}
