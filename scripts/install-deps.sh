@@ -5,8 +5,11 @@
 # the acceptance tests' reference, ffmpeg encodes aac at run time and, with
 # mpg123, opus-tools and flac, decodes the encoders' output in their tests,
 # and iproute2, curl and openssl run the README's two-host example in network
-# namespaces. It uses sudo when not run as root.
+# namespaces. Node.js (Debian's, unless a node is already installed) and the
+# OpenAI Node SDK pinned in test/openai-node run the SDK compatibility test.
+# It uses sudo when not run as root.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libmp3lame-dev libopusenc-dev libflac-dev ffmpeg mpg123 opus-tools flac iproute2 curl openssl)
 
@@ -16,14 +19,22 @@ for p in "${packages[@]}"; do
 		missing+=("$p")
 	fi
 done
-if [ ${#missing[@]} -eq 0 ]; then
-	exit 0
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	missing+=(nodejs npm)
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-	sudo="sudo"
+if [ ${#missing[@]} -gt 0 ]; then
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then
+		sudo="sudo"
+	fi
+	echo "installing: ${missing[*]}" >&2
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "installing: ${missing[*]}" >&2
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+# The SDK at the version package-lock.json pins, from the npm registry.
+if [ ! -d test/openai-node/node_modules/openai ]; then
+	echo "installing: the OpenAI Node SDK (npm ci in test/openai-node)" >&2
+	npm ci --prefix test/openai-node --no-audit --no-fund --loglevel=error >/dev/null
+fi
