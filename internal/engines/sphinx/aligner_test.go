@@ -153,17 +153,26 @@ func runWords(ctx context.Context, a *Aligner, text string, chunks ...engine.Chu
 // mean absolute boundary error in milliseconds.
 func checkWords(t *testing.T, got, truth []engine.Word, durMs int) float64 {
 	t.Helper()
+	return boundaryError(t, got, truth, durMs, func(g, w engine.Word) bool {
+		return g.Word == w.Word && g.CharStart == w.CharStart && g.CharEnd == w.CharEnd && slices.Equal(g.Spoken, w.Spoken)
+	})
+}
+
+// boundaryError fails t unless got is monotonic within durMs and has one
+// entry per truth entry, same as it; it returns the mean absolute
+// boundary error in milliseconds.
+func boundaryError(t *testing.T, got, truth []engine.Word, durMs int, same func(g, w engine.Word) bool) float64 {
+	t.Helper()
 	checkShape(t, got, durMs)
 	if len(got) != len(truth) {
 		t.Fatalf("got %d words, want %d:\n got %v\nwant %v", len(got), len(truth), got, truth)
 	}
 	sum := 0.0
-	for i := range got {
-		g, w := got[i], truth[i]
-		if g.Word != w.Word || g.CharStart != w.CharStart || g.CharEnd != w.CharEnd || !slices.Equal(g.Spoken, w.Spoken) {
-			t.Errorf("word %d is %q %d..%d %q, want %q %d..%d %q", i, g.Word, g.CharStart, g.CharEnd, g.Spoken, w.Word, w.CharStart, w.CharEnd, w.Spoken)
+	for i, g := range got {
+		if w := truth[i]; !same(g, w) {
+			t.Errorf("word %d is %+v, want %+v", i, g, w)
 		}
-		sum += math.Abs(float64(got[i].StartMs-truth[i].StartMs)) + math.Abs(float64(got[i].EndMs-truth[i].EndMs))
+		sum += math.Abs(float64(g.StartMs-truth[i].StartMs)) + math.Abs(float64(g.EndMs-truth[i].EndMs))
 	}
 	return sum / float64(2*len(got))
 }
@@ -183,18 +192,7 @@ func checkShape(t *testing.T, words []engine.Word, durMs int) {
 // checkSpoken is checkWords for a timestamp per spoken word.
 func checkSpoken(t *testing.T, got, truth []engine.Word, durMs int) float64 {
 	t.Helper()
-	checkShape(t, got, durMs)
-	if len(got) != len(truth) {
-		t.Fatalf("got %d words, want %d:\n got %v\nwant %v", len(got), len(truth), got, truth)
-	}
-	sum := 0.0
-	for i := range got {
-		if got[i].Word != truth[i].Word {
-			t.Errorf("word %d is %q, want %q", i, got[i].Word, truth[i].Word)
-		}
-		sum += math.Abs(float64(got[i].StartMs-truth[i].StartMs)) + math.Abs(float64(got[i].EndMs-truth[i].EndMs))
-	}
-	return sum / float64(2*len(got))
+	return boundaryError(t, got, truth, durMs, func(g, w engine.Word) bool { return g.Word == w.Word })
 }
 
 func durationMs(a *engine.Audio) int { return len(a.Samples) * 1000 / a.SampleRate }
