@@ -57,6 +57,11 @@
 //     0xFFFFFFFF (unknown length). "sse": server-sent events
 //     data: {"type": "speech.audio.delta", "audio": "<base64>"} per chunk
 //     (the encoded format's bytes; raw PCM for wav and pcm), then
+//     data: {"type": "speech.stages", "stages": [{"stage", "name",
+//     "replica", "bound_ms", "start_ms", "first_output_ms", "end_ms"}, ...]}
+//     (each route stage's timeline, in ms since the request was admitted:
+//     its replica bound, its engine started, its first output, its end),
+//     then
 //     data: {"type": "speech.audio.done", "usage": {"input_tokens",
 //     "output_tokens", "total_tokens", "audio_duration_ms"}}, where
 //     input_tokens counts the input's characters and output_tokens is 0.

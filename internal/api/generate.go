@@ -128,7 +128,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 			if !started {
 				startEvents(w, ev.sse)
 			}
-			if err := ev.send(apijson.Event{Type: apijson.EventDone, RequestID: st.ID()}); err != nil {
+			if err := ev.send(apijson.Event{Type: apijson.EventDone, RequestID: st.ID(), Stages: st.Timings()}); err != nil {
 				s.streamFailed(r, err)
 			}
 			return

@@ -459,6 +459,10 @@ func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orches
 			return
 		}
 	}
+	if err := ev.send(apijson.SpeechEvent{Type: apijson.SpeechStages, Stages: st.Timings()}); err != nil {
+		s.streamFailed(r, err)
+		return
+	}
 	err := ev.send(apijson.SpeechEvent{Type: apijson.SpeechDone, Usage: &apijson.SpeechUsage{
 		InputTokens: p.chars, TotalTokens: p.chars, AudioDurationMs: apijson.DurationMs(samples, rate),
 	}})

@@ -173,6 +173,10 @@ func TestSpeechSSE(t *testing.T) {
 					words = ev.Words
 				case apijson.SpeechDone:
 					done = ev
+				case apijson.SpeechStages:
+					if len(ev.Stages) < 2 || ev.Stages[0].Name != "talker" || ev.Stages[1].EndMs < ev.Stages[0].FirstOutputMs {
+						t.Errorf("stages event %s", data)
+					}
 				}
 			}
 			wantTypes := []string{}
@@ -182,7 +186,7 @@ func TestSpeechSSE(t *testing.T) {
 			if stamps {
 				wantTypes = append(wantTypes, apijson.SpeechTimestamps)
 			}
-			wantTypes = append(wantTypes, apijson.SpeechDone)
+			wantTypes = append(wantTypes, apijson.SpeechStages, apijson.SpeechDone)
 			if !slices.Equal(types, wantTypes) {
 				t.Errorf("events %v, want %v", types, wantTypes)
 			}

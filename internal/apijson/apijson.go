@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/orchestrator"
 )
 
 // Outputs are a request's selected outputs, by modality. Timestamps is
@@ -159,6 +160,8 @@ type Event struct {
 	Modality  string       `json:"modality,omitempty"`
 	Final     bool         `json:"final,omitempty"`
 	Error     *ErrorDetail `json:"error,omitempty"`
+	// Stages is each stage's timeline, on the done event.
+	Stages []orchestrator.StageTiming `json:"stages,omitzero"`
 	Outputs
 }
 
@@ -179,6 +182,7 @@ const (
 	SpeechDelta      = "speech.audio.delta"
 	SpeechDone       = "speech.audio.done"
 	SpeechTimestamps = "speech.word_timestamps"
+	SpeechStages     = "speech.stages"
 	SpeechError      = "error"
 )
 
@@ -188,11 +192,12 @@ const (
 // carries Words; speech.audio.done carries Usage and is the last event
 // unless an error event ends the stream.
 type SpeechEvent struct {
-	Type  string        `json:"type"`
-	Audio []byte        `json:"audio,omitempty"`
-	Words []engine.Word `json:"words,omitzero"`
-	Usage *SpeechUsage  `json:"usage,omitempty"`
-	Error *ErrorDetail  `json:"error,omitempty"`
+	Type   string                     `json:"type"`
+	Audio  []byte                     `json:"audio,omitempty"`
+	Words  []engine.Word              `json:"words,omitzero"`
+	Stages []orchestrator.StageTiming `json:"stages,omitzero"`
+	Usage  *SpeechUsage               `json:"usage,omitempty"`
+	Error  *ErrorDetail               `json:"error,omitempty"`
 }
 
 // SpeechUsage is the usage of speech.audio.done. InputTokens counts the

@@ -871,3 +871,32 @@ func TestHopsShareAnID(t *testing.T) {
 	}
 	f.assertIdle()
 }
+
+// TestTimings checks each stage's timeline: none before the request ends,
+// then one per route stage, in route order, each bound before it started,
+// its first output before it ended.
+func TestTimings(t *testing.T) {
+	f := newFixture(t, setup{})
+	s, err := f.o.Submit(context.Background(), Request{Prompt: engine.Prompt{Text: "x y"}, Modalities: []string{"audio", "timestamps"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl := s.Timings(); tl != nil {
+		t.Errorf("timings before the end: %+v", tl)
+	}
+	if _, err := collect(t, s); err != nil {
+		t.Fatal(err)
+	}
+	tl := s.Timings()
+	if len(tl) != len(s.Selection().Stages) {
+		t.Fatalf("%d timings for stages %v", len(tl), s.Selection().Stages)
+	}
+	for i, st := range tl {
+		if st.Stage != s.Selection().Stages[i] || st.Replica == "" || st.Name == "" {
+			t.Errorf("timing %d: %+v", i, st)
+		}
+		if !(0 <= st.BoundMs && st.BoundMs <= st.StartMs && st.StartMs <= st.FirstOutputMs && st.FirstOutputMs <= st.EndMs) {
+			t.Errorf("stage %d's timeline is out of order: %+v", st.Stage, st)
+		}
+	}
+}

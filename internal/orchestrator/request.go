@@ -93,6 +93,12 @@ type binding struct {
 	job     engine.Job
 	sink    stageSink
 	src     chanSource // the next stage's input, when there is one
+
+	// The stage's timeline (Stream.Timings): bound when bind got its
+	// replica, started and ended around Process (written by its task), first
+	// when it sent its first chunk (unix nanos, by whatever goroutine sent).
+	bound, started, ended time.Time
+	first                 atomic.Int64
 }
 
 // request is one admitted request. Its fields are set before its tasks start
@@ -111,8 +117,9 @@ type request struct {
 	state        atomic.Int32
 	stopOnClient func() bool
 
-	prompt engine.SliceSource // the entry stage's input, unless the request is a hop
-	stream Stream             // what Submit returns
+	prompt    engine.SliceSource // the entry stage's input, unless the request is a hop
+	stream    Stream             // what Submit returns
+	submitted time.Time
 
 	abortedAt atomic.Int64  // unix nanos of the first abort, for the drain-time metric
 	done      chan struct{} // closed when the request has fully ended
@@ -162,7 +169,7 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 		return nil, err
 	}
 
-	rq := &request{o: o, id: id, sel: sel, hop: req.Only != nil, out: make(chan OutputChunk, o.cfg.Deploy.StreamBuffer), done: make(chan struct{})}
+	rq := &request{o: o, id: id, sel: sel, hop: req.Only != nil, out: make(chan OutputChunk, o.cfg.Deploy.StreamBuffer), done: make(chan struct{}), submitted: time.Now()}
 	rq.ctx, rq.cancel = context.WithCancelCause(context.Background())
 	if err := o.admit(rq); err != nil {
 		rq.cancel(err)
@@ -318,10 +325,9 @@ func (rq *request) bind(req Request) error {
 		if err != nil {
 			return rq.bindError(id, err)
 		}
-		b := binding{stage: st, replica: r, job: engine.Job{
+		rq.bindings = append(rq.bindings, binding{stage: st, replica: r, bound: time.Now(), job: engine.Job{
 			RequestID: rq.id, StageID: id, Params: paramAt(req.Params, id), Prompt: req.Prompt,
-		}}
-		rq.bindings = append(rq.bindings, b)
+		}})
 		if i > 0 {
 			bb := &rq.bindings[i]
 			bb.job.Upstream = rq.bindings[i-1].replica.ID
@@ -381,7 +387,7 @@ func (rq *request) start(only *StageCall) {
 	rq.pending.Store(int32(n))
 	for i := range rq.bindings {
 		b := &rq.bindings[i]
-		b.sink = stageSink{rq: rq, stage: b.job.StageID, final: b.job.StageID == rq.sel.Final}
+		b.sink = stageSink{rq: rq, stage: b.job.StageID, final: b.job.StageID == rq.sel.Final, first: &b.first}
 		b.sink.selected, b.sink.kind = rq.selected(b.job.StageID)
 		if i < n-1 {
 			b.sink.down = make(chan engine.Chunk, rq.o.cfg.Deploy.StreamBuffer)
@@ -407,9 +413,10 @@ func (rq *request) selected(id int) (bool, engine.Kind) {
 func (rq *request) runStage(b *binding) {
 	defer rq.taskDone()
 	sink := &b.sink
-	start := time.Now()
+	b.started = time.Now()
 	err := b.replica.Engine.Process(rq.ctx, &b.job)
-	b.stage.duration.Observe(time.Since(start).Seconds())
+	b.ended = time.Now()
+	b.stage.duration.Observe(b.ended.Sub(b.started).Seconds())
 	if sink.down != nil {
 		close(sink.down)
 	}
@@ -447,7 +454,8 @@ func (rq *request) finish() {
 	cause := context.Cause(rq.ctx)
 	rq.cancel(context.Canceled)
 	rq.stopOnClient()
-	for _, b := range rq.bindings {
+	for i := range rq.bindings {
+		b := &rq.bindings[i]
 		b.stage.pool.Release(b.replica, rq)
 	}
 	rq.err = cause
@@ -572,6 +580,7 @@ type stageSink struct {
 	down     chan engine.Chunk
 	selected bool
 	final    bool
+	first    *atomic.Int64 // the binding's first output time
 }
 
 // Send implements engine.Sink.
@@ -579,6 +588,9 @@ func (s *stageSink) Send(ctx context.Context, c engine.Chunk) error {
 	if err := ctx.Err(); err != nil {
 		s.rq.o.metrics.lateDropped.Inc()
 		return err
+	}
+	if s.first.Load() == 0 {
+		s.first.CompareAndSwap(0, time.Now().UnixNano())
 	}
 	if s.down != nil {
 		select {
@@ -619,6 +631,44 @@ func (s *Stream) ID() string { return s.rq.id }
 
 // Selection returns what the request runs and returns.
 func (s *Stream) Selection() *pipeline.Selection { return s.rq.sel }
+
+// StageTiming is one stage's part of a request, in milliseconds since it
+// was submitted: when a replica was bound (the wait for one included),
+// when the engine started, sent its first output (-1 if it sent none)
+// and returned.
+type StageTiming struct {
+	Stage         int     `json:"stage"`
+	Name          string  `json:"name"`
+	Replica       string  `json:"replica"`
+	BoundMs       float64 `json:"bound_ms"`
+	StartMs       float64 `json:"start_ms"`
+	FirstOutputMs float64 `json:"first_output_ms"`
+	EndMs         float64 `json:"end_ms"`
+}
+
+// Timings returns the timeline of each stage of the request, in route
+// order, once the request has ended (Recv returned io.EOF or an error);
+// nil before.
+func (s *Stream) Timings() []StageTiming {
+	rq := s.rq
+	select {
+	case <-rq.done:
+	default:
+		return nil
+	}
+	ms := func(t time.Time) float64 { return float64(t.Sub(rq.submitted).Microseconds()) / 1000 }
+	out := make([]StageTiming, len(rq.bindings))
+	for i := range rq.bindings {
+		b := &rq.bindings[i]
+		first := -1.0
+		if n := b.first.Load(); n != 0 {
+			first = ms(time.Unix(0, n))
+		}
+		out[i] = StageTiming{Stage: b.job.StageID, Name: b.stage.name, Replica: b.replica.ID,
+			BoundMs: ms(b.bound), StartMs: ms(b.started), FirstOutputMs: first, EndMs: ms(b.ended)}
+	}
+	return out
+}
 
 // Recv returns the next output. It returns io.EOF once every selected output
 // is complete and the request has fully ended (bindings released, id free),
