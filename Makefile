@@ -5,7 +5,7 @@ GO ?= go
 BIN := bin/omnistage
 TEXT ?= Hello from omnistage. The talker, the vocoder and the aligner each ran as a stage.
 
-.PHONY: deps build demo serve test test-short bench fuzz lint clean
+.PHONY: deps build demo serve test test-short bench soak fuzz lint clean
 
 deps:
 	@scripts/install-deps.sh
@@ -25,9 +25,16 @@ serve: build
 test: deps
 	$(GO) test -race -count=1 -timeout 25m ./...
 	cd deploy && $(GO) test -count=1 -timeout 5m ./...
+	cd test/browser && $(GO) test -count=1 -timeout 5m ./...
 
 test-short: deps
 	$(GO) test -race -short ./...
+
+# soak loads the built-in pipeline for 30 minutes of mixed traffic with
+# aborts and checks the server's memory stays flat (scripts/soak.sh;
+# SOAK_DURATION shortens it); the result goes to soak-result.txt.
+soak: deps
+	scripts/soak.sh
 
 # bench runs every benchmark; compare two runs with benchstat.
 bench: deps
@@ -57,6 +64,8 @@ lint: deps $(STATICCHECK)
 	cd tools && $(GO) mod tidy -diff
 	cd deploy && $(GO) vet ./...
 	cd deploy && $(GO) mod tidy -diff
+	cd test/browser && $(GO) vet ./...
+	cd test/browser && $(GO) mod tidy -diff
 	$(STATICCHECK) ./...
 
 clean:

@@ -101,6 +101,11 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		s.metrics.inflight.Inc()
 		defer func() {
 			p := recover()
+			if p == http.ErrAbortHandler {
+				// A handler cut the connection on purpose: net/http must
+				// see the panic to close it, after the bookkeeping below.
+				defer panic(p)
+			}
 			if p != nil && p != http.ErrAbortHandler {
 				s.log.LogAttrs(r.Context(), slog.LevelError, "handler panic", slog.String("request_id", in.id),
 					slog.Any("panic", p), slog.String("stack", string(debug.Stack())))

@@ -303,7 +303,18 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
 		cancel(fmt.Errorf("the caller went away: %w", err))
 	})
 	defer input.close()
-	return s.runStreamed(w, r.WithContext(ctx), &call{stage: stage, id: env.RequestID, env: env, sel: sel, input: input})
+	err = s.runStreamed(w, r.WithContext(ctx), &call{stage: stage, id: env.RequestID, env: env, sel: sel, input: input})
+	if input.close() {
+		// The rest of the body was left unread (the stage failed): the
+		// connection must not carry another request, whose start would be
+		// read from the middle of this body.
+		if err != nil {
+			w.Header().Set("Connection", "close") // with the error answer
+			return err
+		}
+		panic(http.ErrAbortHandler) // after the answer: cut the connection
+	}
+	return err
 }
 
 // runStreamed runs the call and answers with a payload stream: a hand-off
@@ -657,14 +668,16 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 }
 
 // abort cuts a read under way and refuses the next ones, if the body has
-// not ended.
-func (b *bodyReader) abort() {
+// not ended. It reports whether the body was left unread: it had not
+// ended.
+func (b *bodyReader) abort() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.stopped && !b.ended {
 		b.stopped = true
 		_ = b.rc.SetReadDeadline(time.Now())
 	}
+	return !b.ended
 }
 
 // finish refuses the next reads; the hop is over.
@@ -685,6 +698,9 @@ type frameSource struct {
 	stop   chan struct{} // closed to stop the reader
 	body   *bodyReader
 	err    error // why the frames ended; written before frames closes
+
+	closeOnce sync.Once
+	unread    bool // close left the body unread
 }
 
 // readFrames starts reading sr's data frames into a frameSource holding
@@ -729,11 +745,15 @@ func (f *frameSource) Recv(ctx context.Context) (engine.Chunk, error) {
 }
 
 // close stops the reader, cutting a read under way if the body has not
-// ended, and waits for it.
-func (f *frameSource) close() {
-	close(f.stop)
-	f.body.abort()
-	<-f.done
+// ended, and waits for it. It reports whether the body was left unread;
+// a second call reports what the first did.
+func (f *frameSource) close() bool {
+	f.closeOnce.Do(func() {
+		close(f.stop)
+		f.unread = f.body.abort()
+		<-f.done
+	})
+	return f.unread
 }
 
 // short bounds a client's string quoted in an error.

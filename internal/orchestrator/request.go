@@ -430,12 +430,11 @@ func (rq *request) runStage(b *binding) {
 		return
 	}
 	// An engine may finish without reading all its input; drain it so the
-	// producer is not left blocked on a full buffer.
-	if src, ok := b.job.In.(*chanSource); ok {
-		for {
-			if _, err := src.Recv(rq.ctx); err != nil {
-				return
-			}
+	// producer is not left blocked on a full buffer (and a hop's caller
+	// sees its whole input read).
+	for {
+		if _, err := b.job.In.Recv(rq.ctx); err != nil {
+			return
 		}
 	}
 }

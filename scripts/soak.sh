@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# soak.sh loads `omnistage serve` (the built-in pipeline) with mixed traffic
+# for a while (SOAK_DURATION, default 30m: concurrency 4, a fifth of the
+# requests aborted at random points, ids reused) and samples the server's
+# resident memory every 10 s. It writes the bench report and the RSS series
+# to SOAK_OUT (default soak-result.txt) and fails when the RSS grew by 5 % or
+# more from minute 5 (or from a sixth of the run, if shorter) to the end, or
+# when the bench failed (an unexpected error, or a leak after the load).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration=${SOAK_DURATION:-30m}
+out=${SOAK_OUT:-soak-result.txt}
+bin=bin/omnistage
+go build -o "$bin" ./cmd/omnistage
+
+log=$(mktemp)
+"$bin" serve --addr 127.0.0.1:0 --log-level warn 2>"$log" &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
+addr=""
+for _ in $(seq 600); do
+	addr=$(grep -o '"addr":"[0-9.:]*"' "$log" | head -1 | cut -d'"' -f4) || true
+	[ -n "$addr" ] && break
+	sleep 0.1
+done
+[ -n "$addr" ] || { echo "soak: the server did not start:" >&2; cat "$log" >&2; exit 1; }
+until curl -sf "http://$addr/ready" >/dev/null; do sleep 0.2; done
+
+rss=$(mktemp)
+(
+	start=$(date +%s)
+	while kill -0 $server 2>/dev/null; do
+		echo "$(( $(date +%s) - start )) $(awk '/^VmRSS/ {print $2}' /proc/$server/status)"
+		sleep 10
+	done
+) >"$rss" &
+sampler=$!
+
+status=0
+report=$("$bin" bench --url "http://$addr" --duration "$duration" -c 4 --abort-ratio 0.2 --reuse-ids 8 --json) || status=$?
+kill $sampler 2>/dev/null || true
+
+seconds=$(awk 'END {print $1}' "$rss")
+from=$(( seconds / 6 < 300 ? seconds / 6 : 300 ))
+verdict=$(awk -v from="$from" '
+	$1 >= from && first == "" { first = $2 }
+	{ last = $2 }
+	END {
+		growth = (last - first) * 100 / first
+		printf "rss %d KiB at %d s, %d KiB at the end: %+.1f %%\n", first, from, last, growth
+		exit growth >= 5
+	}' "$rss") || status=1
+{
+	echo "omnistage soak: $duration at concurrency 4, abort ratio 0.2, ids reused; $(date -u +%FT%TZ)"
+	echo "$verdict"
+	echo "bench: $report"
+	echo "rss series (seconds KiB):"
+	cat "$rss"
+} >"$out"
+rm -f "$rss"
+echo "$verdict"
+echo "wrote $out"
+exit $status
