@@ -6,12 +6,13 @@
 # mpg123, opus-tools and flac, decodes the encoders' output in their tests,
 # and iproute2, curl and openssl run the README's two-host example in network
 # namespaces. Node.js (Debian's, unless a node is already installed) and the
-# OpenAI Node SDK pinned in test/openai-node run the SDK compatibility test.
+# OpenAI Node SDK pinned in test/openai-node run the SDK compatibility test,
+# and chromium, headless, runs the web playground's test (test/browser).
 # It uses sudo when not run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libmp3lame-dev libopusenc-dev libflac-dev ffmpeg mpg123 opus-tools flac iproute2 curl openssl)
+packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libmp3lame-dev libopusenc-dev libflac-dev ffmpeg mpg123 opus-tools flac iproute2 curl openssl chromium)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,7 +1,7 @@
 // Package api is omnistage's HTTP server: an OpenAI-compatible speech
 // endpoint, a native generate endpoint, the stateless one-stage /v1/run
-// endpoint, request abort and lookup, and models, health, readiness and
-// metrics. The JSON shapes live in package apijson; errors and their statuses
+// endpoint, request abort and lookup, models, health, readiness and
+// metrics, and a web playground at /. The JSON shapes live in package apijson; errors and their statuses
 // in package httperr.
 //
 // # Errors
@@ -114,6 +114,21 @@
 //     "abort_failed"} while the id is held; 404 after.
 //   - GET /v1/models: {"object": "list", "data": [{"id", "object": "model",
 //     "created", "owned_by": "omnistage"}]}: the pipeline, then the aliases.
+//   - GET /v1/pipeline: the served route, read-only: {"name", "route":
+//     [the ids of the stages a request runs, in order, without the
+//     aligner], "stages": [{"id", "name", "engine", "placement", "input",
+//     "output", "skipped"}, ...] (every declared stage, by id; skipped
+//     true for those off the route), "aligner": {"id", "name", "engine",
+//     "placement"} or null, "outputs": [the modalities a request may
+//     select]}.
+//   - GET /: the playground (package playground), a static page whose
+//     script and style sheet are under /playground/: a speech form that
+//     plays POST /v1/audio/speech (pcm, sse, word timestamps) as it
+//     streams, highlights each input word as it is spoken, and draws GET
+//     /v1/pipeline and the speech.stages timings. The page and its files
+//     need no API key, and may load nothing but this server
+//     (Content-Security-Policy); the page sends the key the user types with
+//     each API call.
 //   - GET /health: {"status": "ok"} while the process serves.
 //   - GET /ready: {"status": "ready"} once every replica warmed up; 503
 //     not_ready before that and while shutting down.
@@ -130,8 +145,9 @@
 //
 // # Limits
 //
-// With Options.APIKey set, every endpoint but /health and /ready needs
-// Authorization: Bearer KEY (compared in constant time); else 401. Bodies
+// With Options.APIKey set, every endpoint but /health, /ready and the
+// playground's static files needs Authorization: Bearer KEY (compared in
+// constant time); else 401. Bodies
 // are bounded (MaxBody, 1 MiB; MaxRunBody for a one-shot /v1/run, sized to
 // the codec's largest payload; each frame of a streamed one by the codec)
 // with a 413 beyond, and read under a deadline.

@@ -190,6 +190,7 @@ func (s *Server) routes() *http.ServeMux {
 		handle("/v1/generate", route{name: routeGenerate, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.generate}})
 		handle("/v1/audio/voices", route{name: routeVoices, methods: methods{http.MethodGet: s.listVoices}})
 		handle("/v1/audio/captions", route{name: routeCaptions, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.captions}})
+		s.playgroundRoutes(handle)
 	}
 	handle("/", route{name: routeUnmatched, methods: methods{"*": s.notFound}})
 	return mux

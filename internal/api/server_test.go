@@ -28,7 +28,7 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 		allow        string
 	}{
 		{"GET", "/v1/chat/completions", 404, "unknown_route", "no endpoint GET /v1/chat/completions", ""},
-		{"GET", "/", 404, "unknown_route", "endpoints:", ""},
+		{"GET", "/v1", 404, "unknown_route", "endpoints:", ""},
 		{"POST", "/v1/audio/speech/extra", 404, "unknown_route", "no endpoint", ""},
 		{"GET", "/v1/audio/speech", 405, "method_not_allowed", "method GET is not allowed on /v1/audio/speech; use POST", "POST"},
 		{"PUT", "/v1/requests/r1", 405, "method_not_allowed", "use DELETE or GET", "DELETE, GET, HEAD"},

@@ -1,0 +1,29 @@
+// Package playground is the web page that omnistage serve answers at /: a
+// form for a speech request that plays the audio while it streams,
+// highlights each word of the input as it is spoken, draws the pipeline
+// and each request's stage timings, and shows the request's id, times and
+// errors.
+//
+// The page is static: index.html, playground.js and playground.css, plain
+// HTML, JavaScript and CSS with no build step, embedded in the binary. It
+// requests nothing but the server that served it (the API's JSON and SSE
+// endpoints, with the API key the user typed, kept in the page's memory
+// only). Package api serves Files; its doc lists the endpoints the page
+// calls.
+//
+// For tests the page keeps its counters in window.omnistagePlayground:
+// ready, state, samplesReceived, samplesScheduled, samplesPlayed,
+// highlighted (the input's words, as sliced from the input, in the order
+// they were spoken), stagesDrawn, pipelineDrawn, requestId, wavBytes and
+// lastError ({status, code, message} or null).
+package playground
+
+import "embed"
+
+// Files holds the page: index.html and the assets it loads.
+//
+//go:embed index.html playground.js playground.css
+var Files embed.FS
+
+// Index is the name of the page in Files.
+const Index = "index.html"
