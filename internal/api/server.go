@@ -67,8 +67,9 @@ type Options struct {
 	// the default 32 MiB payloads). A streamed body's frames are bounded by
 	// the codec instead.
 	MaxRunBody int64
-	// MaxConns bounds the connections Run keeps open at once; more wait to
-	// be accepted.
+	// MaxConns bounds the connections Run keeps open at once. A new one
+	// past it takes the slot of the connection idle (or silent) the
+	// longest; only when all carry requests does it wait.
 	MaxConns int
 	// ShutdownTimeout bounds how long Run waits for in-flight requests
 	// when it stops, before it aborts them.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/omnistage/omnistage/internal/testkit"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/omnistage/omnistage/internal/testkit"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -388,5 +389,76 @@ func TestCORS(t *testing.T) {
 	plain := newFixture(t, setup{yaml: speechYAML})
 	if resp := preflight(plain, origin); resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("CORS headers without configuration: %v", resp.Header)
+	}
+}
+
+// TestIdleConnectionsDoNotLockOut fills every connection slot with
+// keep-alive connections left idle after a request, and with sockets that
+// send nothing, and checks that a new client is still served: the
+// connection idle (or silent) the longest gives up its slot.
+func TestIdleConnectionsDoNotLockOut(t *testing.T) {
+	const maxConns = 4
+	srv, err := New(newOrchestrator(t, setup{yaml: speechYAML}, prometheus.NewRegistry()), Options{MaxConns: maxConns, ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	testkit.Eventually(t, "the server ready", func() bool {
+		resp, err := http.Get(url + "/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	http.DefaultClient.CloseIdleConnections()
+	get := func(c *http.Client) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/health", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	}
+	// Keep-alive clients, each left holding an idle connection.
+	for range maxConns {
+		c := &http.Client{Transport: &http.Transport{}}
+		defer c.CloseIdleConnections()
+		if err := get(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	if err := get(fresh); err != nil {
+		t.Fatalf("a new client with every slot held by idle keep-alive connections: %v", err)
+	}
+	// Sockets that connect and send nothing.
+	for range maxConns {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	for range 3 {
+		if err := get(fresh); err != nil {
+			t.Fatalf("a new client with every slot held by silent sockets: %v", err)
+		}
 	}
 }
