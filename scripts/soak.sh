@@ -14,7 +14,7 @@ bin=bin/omnistage
 go build -o "$bin" ./cmd/omnistage
 
 log=$(mktemp)
-"$bin" serve --addr 127.0.0.1:0 --log-level warn 2>"$log" &
+"$bin" serve --addr 127.0.0.1:0 2>"$log" &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
 addr=""
