@@ -270,6 +270,7 @@ func BenchmarkTimestamps(b *testing.B) {
 	for b.Loop() {
 		start := time.Now()
 		req, _ := http.NewRequest(http.MethodPost, front.url+"/v1/audio/speech", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Word-Timestamps", "true")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil || resp.StatusCode != http.StatusOK {

@@ -226,6 +226,7 @@ func events(tb testing.TB, ctx context.Context, url, id, text string) (<-chan ap
 	if err != nil {
 		tb.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)

@@ -152,7 +152,20 @@
 // the codec's largest payload; each frame of a streamed one by the codec)
 // with a 413 beyond, and read under a deadline.
 // Run adds a read-header timeout, an idle timeout, and a bound on open
-// connections; there is no write timeout that would cut a long stream, but
-// each write must finish within ChunkWriteTimeout. Run serves HTTP/1.1 and
-// HTTP/2 without TLS (h2c, prior knowledge).
+// connections (MaxConns): past it, a new connection takes the slot of the
+// one idle, else silent, the longest, so idle keep-alive connections and
+// silent sockets cannot lock clients out. There is no write timeout that
+// would cut a long stream, but each write must finish within
+// ChunkWriteTimeout. Run serves HTTP/1.1 and HTTP/2 without TLS (h2c,
+// prior knowledge).
+//
+// # Cross-site protection
+//
+// POST endpoints take only their content type, application/json (and
+// /v1/run the streamed hop type too): else 415 unsupported_media_type. A
+// request with an Origin header that is neither the server's own nor one
+// of Options.CORSOrigins is a 403 forbidden_origin. A server listening on a
+// loopback address answers only to a Host that is a loopback name or
+// address, or the host of one of Options.CORSOrigins: else 403
+// forbidden_host (DNS rebinding). See checkSite.
 package api

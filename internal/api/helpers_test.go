@@ -204,6 +204,9 @@ func (f *fixture) send(ctx context.Context, method, path string, body any, hdr .
 	if err != nil {
 		return nil, err
 	}
+	if r != nil {
+		req.Header.Set("Content-Type", "application/json") // as clients send it
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}

@@ -42,6 +42,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		// by ChunkWriteTimeout, per request.
 		Protocols: serverProtocols(),
 	}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		s.loopback.Store(true)
+	}
 	limited := newLimitListener(ln, s.opts.MaxConns)
 	hs.ConnState = limited.track
 	served := make(chan error, 1)

@@ -342,6 +342,7 @@ func FuzzRun(f *testing.F) {
 	post := func(body []byte) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, "/v1/run", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
 		h.ServeHTTP(rec, req)
 		return rec
 	}

@@ -98,6 +98,7 @@ type Server struct {
 	handler http.Handler
 
 	draining atomic.Bool
+	loopback atomic.Bool // Run listens on a loopback address only
 }
 
 // New returns the server of o. It does not start o: Run does.
@@ -179,7 +180,7 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/models", route{name: routeModels, methods: methods{http.MethodGet: s.listModels}})
 	// /v1/run bounds its own bodies: a one-shot body by MaxRunBody, a
 	// streamed one frame by frame.
-	handle("/v1/run", route{name: routeRun, methods: methods{http.MethodPost: s.run}})
+	handle("/v1/run", route{name: routeRun, methods: methods{http.MethodPost: s.run}, bodyTypes: []string{"application/json", hop.ContentType}})
 	// On a headless stage server these reach the hops of a request.
 	handle("/v1/requests/{id}", route{name: routeRequests, methods: methods{http.MethodGet: s.lookup, http.MethodDelete: s.abort}})
 	if s.opts.Stage != nil {
@@ -187,10 +188,10 @@ func (s *Server) routes() *http.ServeMux {
 			handle(p, route{name: routeUnmatched, methods: methods{"*": s.stageOnly}})
 		}
 	} else {
-		handle("/v1/audio/speech", route{name: routeSpeech, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.speech}})
-		handle("/v1/generate", route{name: routeGenerate, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.generate}})
+		handle("/v1/audio/speech", route{name: routeSpeech, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.speech}, bodyTypes: jsonBody})
+		handle("/v1/generate", route{name: routeGenerate, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.generate}, bodyTypes: jsonBody})
 		handle("/v1/audio/voices", route{name: routeVoices, methods: methods{http.MethodGet: s.listVoices}})
-		handle("/v1/audio/captions", route{name: routeCaptions, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.captions}})
+		handle("/v1/audio/captions", route{name: routeCaptions, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.captions}, bodyTypes: jsonBody})
 		s.playgroundRoutes(handle)
 	}
 	handle("/", route{name: routeUnmatched, methods: methods{"*": s.notFound}})
@@ -206,7 +207,12 @@ type route struct {
 	open    bool   // served without an API key
 	maxBody int64  // 0: the body is not read
 	methods methods
+	// bodyTypes are the content types a POST must have; none: any.
+	bodyTypes []string
 }
+
+// jsonBody is the content type of the JSON POST endpoints.
+var jsonBody = []string{"application/json"}
 
 // route wraps rt's handlers with what every route does: the metrics label,
 // the method check, the API key check and the body limit.
@@ -233,6 +239,10 @@ func (s *Server) route(rt route) http.Handler {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
 			s.fail(w, r, httperr.Errorf(http.StatusMethodNotAllowed, httperr.CodeMethodNotAllowed,
 				"method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+			return
+		}
+		if err := s.checkSite(r, rt); err != nil {
+			s.fail(w, r, err)
 			return
 		}
 		if !rt.open && s.keyHash != nil {

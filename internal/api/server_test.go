@@ -462,3 +462,82 @@ func TestIdleConnectionsDoNotLockOut(t *testing.T) {
 		}
 	}
 }
+
+// TestCrossSite checks what a page on another site could send a browser
+// to a server on 127.0.0.1: a POST without JSON's content type (415), an
+// Origin not allowed (403), and a Host that is not a loopback name or an
+// allowed origin's host (403, DNS rebinding), each refused with a message;
+// and that programs, the server's own page and configured origins pass.
+func TestCrossSite(t *testing.T) {
+	srv, err := New(newOrchestrator(t, setup{yaml: speechYAML}, prometheus.NewRegistry()), Options{ShutdownTimeout: 5 * time.Second, CORSOrigins: []string{"https://app.example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	testkit.Eventually(t, "the server ready", func() bool {
+		resp, err := http.Get(url + "/ready")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+	body := `{"model": "tts-1", "input": "hi", "response_format": "pcm"}`
+	for _, tc := range []struct {
+		name        string
+		contentType string
+		hdr         []string // more headers
+		host        string
+		status      int
+		code        string
+	}{
+		{"a program", "application/json", nil, "", 200, ""},
+		{"json with a charset", "application/json; charset=utf-8", nil, "", 200, ""},
+		{"localhost", "application/json", nil, "localhost:" + port, 200, ""},
+		{"the server's own page", "application/json", []string{"Origin", url}, "", 200, ""},
+		{"a configured origin", "application/json", []string{"Origin", "https://app.example.com"}, "", 200, ""},
+		{"a configured origin's host", "application/json", nil, "app.example.com", 200, ""},
+		{"a text/plain form", "text/plain", nil, "", 415, "unsupported_media_type"},
+		{"no content type", "", nil, "", 415, "unsupported_media_type"},
+		{"a url-encoded form", "application/x-www-form-urlencoded", nil, "", 415, "unsupported_media_type"},
+		{"another origin", "application/json", []string{"Origin", "https://evil.example"}, "", 403, "forbidden_origin"},
+		{"a rebound name", "application/json", nil, "evil.example:" + port, 403, "forbidden_host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, url+"/v1/audio/speech", strings.NewReader(body))
+			if tc.contentType != "" {
+				req.Header.Set("Content-Type", tc.contentType)
+			}
+			for i := 0; i+1 < len(tc.hdr); i += 2 {
+				req.Header.Set(tc.hdr[i], tc.hdr[i+1])
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if tc.status != 200 {
+				wantError(t, resp, data, tc.status, tc.code, "")
+			} else if resp.StatusCode != 200 {
+				t.Errorf("status %d: %s", resp.StatusCode, data)
+			}
+		})
+	}
+}

@@ -44,7 +44,7 @@ func serve(ctx context.Context, env Env, args []string) int {
 	apiKeyFile := fs.String("api-key-file", "", "file holding the API key clients must send as a bearer token (/health and /ready stay open)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "how long a stop waits for requests in flight before aborting them")
 	maxConns := fs.Int("max-conns", api.DefaultMaxConns, "connections open at once; more wait to be accepted")
-	corsOrigins := fs.String("cors-origins", "", "comma-separated web origins whose pages may call the API from a browser (https://app.example.com), or * for any; default none")
+	corsOrigins := fs.String("cors-origins", "", "comma-separated web origins whose pages may call the API from a browser (https://app.example.com), or * for any; a server on a loopback address also answers to their hosts; default none")
 	logLevel := fs.String("log-level", defaultLevel, "log level: debug, info, warn or error")
 	pos, status, ok := parse(fs, args)
 	if !ok {

@@ -41,6 +41,9 @@ const (
 	CodeModelNotFound    = "model_not_found"
 	CodeWrongStage       = "wrong_stage"
 	CodeNotReady         = "not_ready"
+	CodeUnsupportedMedia = "unsupported_media_type"
+	CodeForbiddenOrigin  = "forbidden_origin"
+	CodeForbiddenHost    = "forbidden_host"
 )
 
 // Error is an error of the HTTP layer with its status: bad JSON, an

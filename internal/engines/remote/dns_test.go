@@ -133,7 +133,7 @@ func TestReplicasFromDNS(t *testing.T) {
 	gate := make(chan struct{})
 	for i, ln := range lns {
 		servers[i] = &countingServer{gate: gate}
-		startStageServerOn(t, ln, fmt.Sprintf(textPipeline, inprocDeploy), 1, key, servers[i].register)
+		startStageServerOn(t, ln, fmt.Sprintf(textPipeline, inprocDeploy), 1, key, servers[i].register, "http://vocoder.test")
 	}
 	dns := &fakeDNS{name: "vocoder.test"}
 	dns.set(hosts...)

@@ -82,8 +82,10 @@ func startStageServerWith(t testing.TB, yaml string, stage int, key string, regi
 	return startStageServerOn(t, ln, yaml, stage, key, register)
 }
 
-// startStageServerOn is startStageServerWith serving on ln.
-func startStageServerOn(t testing.TB, ln net.Listener, yaml string, stage int, key string, register func(*engine.Registry)) (string, func()) {
+// startStageServerOn is startStageServerWith serving on ln, answering to
+// the hosts of origins too (a server on loopback answers only to loopback
+// names otherwise).
+func startStageServerOn(t testing.TB, ln net.Listener, yaml string, stage int, key string, register func(*engine.Registry), origins ...string) (string, func()) {
 	t.Helper()
 	cfg := testkit.Parse(t, yaml)
 	reg := &engine.Registry{}
@@ -92,7 +94,7 @@ func startStageServerOn(t testing.TB, ln net.Listener, yaml string, stage int, k
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(orch, api.Options{Stage: &stage, Codec: payload.NewCodec([]byte(key)), ShutdownTimeout: 5 * time.Second})
+	srv, err := api.New(orch, api.Options{Stage: &stage, Codec: payload.NewCodec([]byte(key)), ShutdownTimeout: 5 * time.Second, CORSOrigins: origins})
 	if err != nil {
 		t.Fatal(err)
 	}
