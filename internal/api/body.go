@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
@@ -21,7 +22,14 @@ func (s *Server) readingBody(w http.ResponseWriter, read func() error) error {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyReadTimeout))
 	defer rc.SetReadDeadline(time.Time{})
-	return read()
+	err := read()
+	var he *httperr.Error
+	if errors.As(err, &he) && he.Code == httperr.CodeBodyTimeout {
+		// The rest of the body may never come: net/http must not wait
+		// for it before answering, nor read the next request after it.
+		w.Header().Set("Connection", "close")
+	}
+	return err
 }
 
 func (s *Server) newBodyWriter(w http.ResponseWriter) *httpbody.Writer {

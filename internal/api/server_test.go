@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -540,4 +541,31 @@ func TestCrossSite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSlowBodyAndBadIDs checks two answers of the HTTP layer: a body that
+// stops arriving is a 408 in the JSON error shape without the connection's
+// addresses, and a request id that is not UTF-8 is a 400.
+func TestSlowBodyAndBadIDs(t *testing.T) {
+	f := newFixture(t, setup{yaml: speechYAML, opts: Options{BodyReadTimeout: 200 * time.Millisecond}})
+	c, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(testkit.Timeout)) // a server that never answers fails the test
+	fmt.Fprintf(c, "POST /v1/audio/speech HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"model\"")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	wantError(t, resp, body, http.StatusRequestTimeout, "body_timeout", "did not arrive in time")
+	if strings.Contains(string(body), "127.0.0.1") {
+		t.Errorf("the answer names addresses: %s", body)
+	}
+
+	resp2, body2 := f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": "hi"}, "X-Request-Id", "id-\xff")
+	wantError(t, resp2, body2, 400, "bad_request", "not valid UTF-8")
 }

@@ -35,6 +35,7 @@ const (
 const (
 	CodeInvalidJSON      = "invalid_json"
 	CodeBodyTooLarge     = "body_too_large"
+	CodeBodyTimeout      = "body_timeout"
 	CodeUnknownRoute     = "unknown_route"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeInvalidAPIKey    = "invalid_api_key"

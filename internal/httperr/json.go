@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 )
@@ -45,9 +46,16 @@ func jsonError(err error) error {
 		te *json.UnmarshalTypeError
 		me *http.MaxBytesError
 	)
+	var ne net.Error
+	var oe *net.OpError
 	switch {
 	case errors.As(err, &me):
 		return err
+	case errors.As(err, &ne) && ne.Timeout():
+		return Errorf(http.StatusRequestTimeout, CodeBodyTimeout, "the request body did not arrive in time: send the whole body at once")
+	case errors.As(err, &oe):
+		// The connection failed; its addresses are no business of the answer.
+		return Errorf(http.StatusBadRequest, CodeInvalidJSON, "the request body could not be read: the connection failed")
 	case errors.Is(err, io.EOF):
 		return Errorf(http.StatusBadRequest, CodeInvalidJSON, "request body is empty; send a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -60,11 +68,16 @@ func jsonError(err error) error {
 		}
 		return Errorf(http.StatusBadRequest, CodeInvalidJSON, "field %s: want %s, got a JSON %s", te.Field, jsonType(te.Type.String()), te.Value)
 	}
-	return Errorf(http.StatusBadRequest, CodeInvalidJSON, "invalid request: %s", strings.TrimPrefix(err.Error(), "json: "))
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	return Errorf(http.StatusBadRequest, CodeInvalidJSON, "invalid request: %s", msg)
 }
 
 // ReadError turns an error reading a request body into the error to
-// answer with: a 413 for an oversized body, else a 400.
+// answer with: a 413 for an oversized body, a 408 for one that did not
+// arrive in time, else a 400.
 func ReadError(err error) error { return jsonError(err) }
 
 func jsonType(goType string) string {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/pipeline"
@@ -224,6 +225,9 @@ func paramAt(params []json.RawMessage, id int) json.RawMessage {
 func checkID(id string) error {
 	if len(id) > MaxIDLen {
 		return newError(CodeBadRequest, "request id is %d bytes long; the limit is %d", len(id), MaxIDLen)
+	}
+	if !utf8.ValidString(id) {
+		return newError(CodeBadRequest, "request id %q is not valid UTF-8", id)
 	}
 	for _, r := range id {
 		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
