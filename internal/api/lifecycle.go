@@ -156,6 +156,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			victim.Close() // its slot is free when Close returns
 			continue
 		}
+		// Every connection is busy: wait for a slot, looking again now and
+		// then, since a connection may go idle meanwhile.
 		select {
 		case l.sem <- struct{}{}:
 			return &limitConn{Conn: c, release: l.release}, nil
@@ -163,7 +165,6 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			c.Close()
 			return nil, net.ErrClosed
 		case <-time.After(evictPoll):
-			// A connection may have gone idle meanwhile.
 		}
 	}
 }

@@ -399,33 +399,8 @@ func TestCORS(t *testing.T) {
 // connection idle (or silent) the longest gives up its slot.
 func TestIdleConnectionsDoNotLockOut(t *testing.T) {
 	const maxConns = 4
-	srv, err := New(newOrchestrator(t, setup{yaml: speechYAML}, prometheus.NewRegistry()), Options{MaxConns: maxConns, ShutdownTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String()
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ln) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	testkit.Eventually(t, "the server ready", func() bool {
-		resp, err := http.Get(url + "/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	http.DefaultClient.CloseIdleConnections()
+	url := runOnLoopback(t, Options{MaxConns: maxConns})
+	addr := strings.TrimPrefix(url, "http://")
 	get := func(c *http.Client) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -451,7 +426,7 @@ func TestIdleConnectionsDoNotLockOut(t *testing.T) {
 	}
 	// Sockets that connect and send nothing.
 	for range maxConns {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -470,32 +445,8 @@ func TestIdleConnectionsDoNotLockOut(t *testing.T) {
 // allowed origin's host (403, DNS rebinding), each refused with a message;
 // and that programs, the server's own page and configured origins pass.
 func TestCrossSite(t *testing.T) {
-	srv, err := New(newOrchestrator(t, setup{yaml: speechYAML}, prometheus.NewRegistry()), Options{ShutdownTimeout: 5 * time.Second, CORSOrigins: []string{"https://app.example.com"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ln) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	testkit.Eventually(t, "the server ready", func() bool {
-		resp, err := http.Get(url + "/ready")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
+	url := runOnLoopback(t, Options{CORSOrigins: []string{"https://app.example.com"}})
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(url, "http://"))
 	body := `{"model": "tts-1", "input": "hi", "response_format": "pcm"}`
 	for _, tc := range []struct {
 		name        string
@@ -568,4 +519,40 @@ func TestSlowBodyAndBadIDs(t *testing.T) {
 
 	resp2, body2 := f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": "hi"}, "X-Request-Id", "id-\xff")
 	wantError(t, resp2, body2, 400, "bad_request", "not valid UTF-8")
+}
+
+// runOnLoopback runs a server of speechYAML with opts through Run (its
+// listener, its connection limit, its loopback checks) on 127.0.0.1, and
+// returns its URL once ready. It stops when the test ends.
+func runOnLoopback(t *testing.T, opts Options) string {
+	t.Helper()
+	opts.ShutdownTimeout = 5 * time.Second
+	srv, err := New(newOrchestrator(t, setup{yaml: speechYAML}, prometheus.NewRegistry()), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	ready := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	testkit.Eventually(t, "the server ready", func() bool {
+		resp, err := ready.Get(url + "/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return url
 }
