@@ -23,12 +23,14 @@ import (
 //     403);
 //   - on a server listening on a loopback address only, a Host that is not
 //     a loopback name or address, nor the host of a configured origin: a
-//     rebound name (403).
+//     rebound name (403). Open routes (/health, /ready, the playground's
+//     static files) reveal nothing and stay open to any Host, and an
+//     HTTP/1.0 request without a Host (a health check) is no browser's.
 //
 // Programs (curl, SDKs, stage servers calling each other) send no Origin
 // and name the host they dialled, so they pass.
 func (s *Server) checkSite(r *http.Request, rt route) error {
-	if s.loopback.Load() && !s.allowedHost(r.Host) {
+	if s.loopback.Load() && !rt.open && r.Host != "" && !s.allowedHost(r.Host) {
 		return httperr.Errorf(http.StatusForbidden, httperr.CodeForbiddenHost,
 			"host %q is not this server's: a server on a loopback address answers only to localhost, loopback addresses and the hosts of its allowed origins (serve --cors-origins); this keeps rebound DNS names out", short(r.Host))
 	}
