@@ -384,3 +384,26 @@ func TestStalledClient(t *testing.T) {
 		t.Errorf("the client got all %d bytes", n)
 	}
 }
+
+// TestAudioLimit checks that a request whose audio passes
+// deploy.max_audio_seconds fails with a 400 that says so, whole and
+// streamed, and that the server then holds nothing of it.
+func TestAudioLimit(t *testing.T) {
+	yaml := strings.Replace(speechYAML, "  abort_timeout: 2s\n", "  abort_timeout: 2s\n  max_audio_seconds: 1\n", 1)
+	f := newFixture(t, setup{yaml: yaml})
+	long := strings.Repeat("amplified ", 200) // far more than 1 s of the fakes' audio
+	resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": long, "response_format": "pcm"})
+	wantError(t, resp, body, 400, "bad_request", "passed the limit of 1 s")
+
+	resp, body = f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": long, "response_format": "pcm", "stream_format": "audio"})
+	if resp.StatusCode != 200 || !strings.Contains(resp.Trailer.Get("X-Stream-Error"), "passed the limit of 1 s") {
+		t.Errorf("streamed: status %d, X-Stream-Error %q", resp.StatusCode, resp.Trailer.Get("X-Stream-Error"))
+	}
+	if n := len(body) / 2; n > 16000+16000/10 {
+		t.Errorf("streamed %d samples before the limit of 1 s stopped it", n)
+	}
+	resp, body = f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": "short", "response_format": "pcm"})
+	if resp.StatusCode != 200 {
+		t.Errorf("a short request after: %d %s", resp.StatusCode, body)
+	}
+}

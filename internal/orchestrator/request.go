@@ -584,6 +584,8 @@ type stageSink struct {
 	selected bool
 	final    bool
 	first    *atomic.Int64 // the binding's first output time
+	// audioSamples counts the audio sent; Sends of one sink do not overlap.
+	audioSamples int64
 }
 
 // Send implements engine.Sink.
@@ -594,6 +596,16 @@ func (s *stageSink) Send(ctx context.Context, c engine.Chunk) error {
 	}
 	if s.first.Load() == 0 {
 		s.first.CompareAndSwap(0, time.Now().UnixNano())
+	}
+	if a := c.Audio; a != nil && a.SampleRate > 0 {
+		// Bounded cost: a request may not make more audio than the limit,
+		// however short its text ("99999 " spoken out loud for an hour).
+		s.audioSamples += int64(len(a.Samples))
+		if limit := int64(s.rq.o.cfg.Deploy.MaxAudioSeconds); s.audioSamples > limit*int64(a.SampleRate) {
+			err := newError(CodeBadRequest, "stage %d's audio passed the limit of %d s for one request (deploy.max_audio_seconds): send less text per request", s.stage, limit)
+			s.rq.cancel(err)
+			return err
+		}
 	}
 	if s.down != nil {
 		select {

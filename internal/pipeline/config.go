@@ -80,6 +80,10 @@ type Deploy struct {
 	// AbortTimeout bounds how long an abort waits for a request's stages to
 	// drain before the request is marked abort_failed.
 	AbortTimeout time.Duration
+	// MaxAudioSeconds bounds the audio one stage may produce for one
+	// request (max_audio_seconds): past it the request fails with a 400,
+	// after at most that much work.
+	MaxAudioSeconds int
 	// Stages holds one entry per stage id (and the aligner's id), defaults
 	// filled in for stages the file does not mention.
 	Stages []DeployStage
@@ -148,6 +152,7 @@ type Worker struct {
 const (
 	DefaultMaxInflight      = 64
 	DefaultStreamBuffer     = 8
+	DefaultMaxAudioSeconds  = 600
 	DefaultAbortTimeout     = 10 * time.Second
 	DefaultReplicas         = 1
 	DefaultStageMaxQueue    = 64

@@ -313,6 +313,7 @@ func (d *decoder) deploy(n *yaml.Node, path string, dp *Deploy) {
 		field{"max_inflight", d.intTo(&dp.MaxInflight)},
 		field{"stream_buffer", d.intTo(&dp.StreamBuffer)},
 		field{"abort_timeout", d.duration(&dp.AbortTimeout)},
+		field{"max_audio_seconds", d.intTo(&dp.MaxAudioSeconds)},
 		field{"stages", func(n *yaml.Node, path string) {
 			d.sequence(n, path, func(n *yaml.Node, path string) {
 				s := DeployStage{ID: noID, line: n.Line}

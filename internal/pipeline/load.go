@@ -216,6 +216,7 @@ func validateDeploy(c *Config, errs *errList) {
 	}
 	positive(&d.MaxInflight, DefaultMaxInflight, "deploy.max_inflight")
 	positive(&d.StreamBuffer, DefaultStreamBuffer, "deploy.stream_buffer")
+	positive(&d.MaxAudioSeconds, DefaultMaxAudioSeconds, "deploy.max_audio_seconds")
 	if d.AbortTimeout == 0 {
 		d.AbortTimeout = DefaultAbortTimeout
 	}
