@@ -60,6 +60,7 @@ func runCoordinator(ctx context.Context, env Env, args []string) int {
 	apiKeyFile := fs.String("api-key-file", "", "send the API key in `FILE` as a bearer token")
 	requestID := fs.String("request-id", "", "the request id (default: the server generates one)")
 	timeout := fs.Duration("timeout", 0, "give up after this long (0: no limit)")
+	hopTimeout := fs.Duration("hop-timeout", hop.DefaultAnswerTimeout, "give up on a server whose answer has not begun after this long, and try the stage's next server if it has one (negative: wait forever)")
 	pos, status, ok := parse(fs, args)
 	if !ok {
 		return status
@@ -105,7 +106,7 @@ func runCoordinator(ctx context.Context, env Env, args []string) int {
 	start := time.Now()
 	var words []engine.Word
 	var text2 strings.Builder
-	chain := &hop.Chain{Client: client, Stages: stages, OnHop: func(h hop.Hop) { printHop(env.Stderr, h) }}
+	chain := &hop.Chain{Client: client, Stages: stages, AnswerTimeout: *hopTimeout, OnHop: func(h hop.Hop) { printHop(env.Stderr, h) }}
 	res, err := chain.Run(ctx, req, func(kind engine.Kind, c engine.Chunk) error {
 		switch {
 		case c.Audio != nil:
@@ -220,8 +221,11 @@ func runRequest(text, requestID string, timestamps bool, numIDs int, voice strin
 func printHop(w io.Writer, h hop.Hop) {
 	if h.Err != nil {
 		then := "giving up"
-		if h.Retrying {
-			then = "trying another server"
+		switch {
+		case h.Retrying && h.RetryURL == h.URL:
+			then = "trying it again (the stage has no other server)"
+		case h.Retrying:
+			then = "trying " + h.RetryURL
 		}
 		fmt.Fprintf(w, "stage %d  %s  failed after %s: %v; %s\n", h.Stage, h.URL, ms(h.Duration), h.Err, then)
 		return

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -163,8 +164,34 @@ func TestRunCoordinatorRetriesAnotherServer(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
-	if !strings.Contains(stderr, "stage 1  "+dead+"  failed after") || !strings.Contains(stderr, "trying another server") {
+	if !strings.Contains(stderr, "stage 1  "+dead+"  failed after") || !strings.Contains(stderr, "trying "+urls[1]) {
 		t.Errorf("no retry line in:\n%s", stderr)
+	}
+}
+
+// TestRunCoordinatorHungServer checks that a stage server that accepts
+// connections but never answers (stopped, hung) fails the hop after
+// --hop-timeout, and the stage's next server takes it.
+func TestRunCoordinatorHungServer(t *testing.T) {
+	urls, _ := startStageServers(t)
+	hung, err := net.Listen("tcp", "127.0.0.1:0") // accepts (the kernel does), never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.Close()
+	hungURL := "http://" + hung.Addr().String()
+	out := filepath.Join(t.TempDir(), "a.wav")
+	_, stderr, code := runWith(t, "", "run", "--hop-timeout", "300ms", "--stage", "1="+hungURL+","+urls[1], "--stage", "0="+urls[0], "--api-key-file", keyFile(t), "-o", out, "hi")
+	if code != ExitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "no answer within 300ms") || !strings.Contains(stderr, "trying "+urls[1]) {
+		t.Errorf("no timeout and retry line in:\n%s", stderr)
+	}
+	// With no other server, it says it tries the same one again.
+	_, stderr, code = runWith(t, "", "run", "--hop-timeout", "200ms", "--stage", "1="+hungURL, "--stage", "0="+urls[0], "--api-key-file", keyFile(t), "-o", out, "hi")
+	if code != ExitFailure || !strings.Contains(stderr, "trying it again (the stage has no other server)") || !strings.Contains(stderr, "giving up") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
 	}
 }
 
@@ -186,7 +213,7 @@ func TestRunCoordinatorFailures(t *testing.T) {
 
 	// Without the API key: a 401, not retried.
 	_, stderr, code = runWith(t, "", "run", "--stage", urls[0]+","+urls[0], "--stage", urls[1], "-o", out, "hi")
-	if code != ExitFailure || !strings.Contains(stderr, "(401 invalid_api_key)") || strings.Contains(stderr, "trying another server") {
+	if code != ExitFailure || !strings.Contains(stderr, "(401 invalid_api_key)") || strings.Contains(stderr, "trying ") {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)
 	}
 

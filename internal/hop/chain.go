@@ -19,6 +19,9 @@ const (
 	DefaultBackoff    = 100 * time.Millisecond
 	DefaultMaxBackoff = 5 * time.Second
 	DefaultMaxHops    = 32
+	// DefaultAnswerTimeout is Chain.AnswerTimeout's default: a stage
+	// server answers at once, before its stage has produced anything.
+	DefaultAnswerTimeout = 30 * time.Second
 )
 
 // Chain drives requests through a pipeline's stage servers with streamed
@@ -57,6 +60,11 @@ type Chain struct {
 	// MaxHops bounds the stages one request goes through, against servers
 	// that keep answering "not finished"; 0 means DefaultMaxHops.
 	MaxHops int
+	// AnswerTimeout bounds the wait for a call's answer to begin (its
+	// headers): a server that accepted the connection but does not answer
+	// (hung, stopped) fails the call, which may then go to another server.
+	// 0 means DefaultAnswerTimeout; negative, no bound.
+	AnswerTimeout time.Duration
 	// OnHop, when set, is called when a call ends: failed calls, and each
 	// hop once its answer has ended. Calls may come from several
 	// goroutines, one at a time.
@@ -86,8 +94,10 @@ type Hop struct {
 	Finished bool
 	// Err is why the call failed, nil on success.
 	Err error
-	// Retrying is true when Chain will call another URL after this failure.
+	// Retrying is true when Chain will call again after this failure, at
+	// RetryURL (this URL again when the stage has no other).
 	Retrying bool
+	RetryURL string
 }
 
 // StageError is a hop that failed: the last call's error, with the stage
@@ -309,7 +319,7 @@ func (c *Chain) open(ctx context.Context, stage int, input *replayReader, conten
 		}
 		u := urls[(start+a)%len(urls)]
 		call := &callInfo{hop: Hop{Stage: stage, URL: u, Attempt: a + 1}, start: time.Now()}
-		ans, err := client.Open(ctx, u, input.attempt(), contentType)
+		ans, err := c.openOne(ctx, client, u, input.attempt(), contentType)
 		if err == nil {
 			input.stopRecording()
 			return ans, call, nil
@@ -317,6 +327,9 @@ func (c *Chain) open(ctx context.Context, stage int, input *replayReader, conten
 		h := call.hop
 		h.Duration, h.Err = time.Since(call.start), err
 		h.Retrying = a+1 < attempts && Retryable(err) && ctx.Err() == nil && input.replayable()
+		if h.Retrying {
+			h.RetryURL = urls[(start+a+1)%len(urls)]
+		}
 		c.onHop(h)
 		if ctx.Err() != nil {
 			return nil, nil, fmt.Errorf("hop: stage %d: %w", stage, context.Cause(ctx))
@@ -327,6 +340,50 @@ func (c *Chain) open(ctx context.Context, stage int, input *replayReader, conten
 		last = err
 	}
 	panic("unreachable") // the last attempt never retries
+}
+
+// openOne makes one call, bounded by AnswerTimeout until its answer
+// begins. A call that times out is a *TransportError (retryable); the
+// answer's body, once it has begun, is not bounded.
+func (c *Chain) openOne(ctx context.Context, client *Client, u string, body io.Reader, contentType string) (*Answer, error) {
+	limit := c.AnswerTimeout
+	if limit == 0 {
+		limit = DefaultAnswerTimeout
+	}
+	if limit < 0 {
+		return client.Open(ctx, u, body, contentType)
+	}
+	callCtx, cancel := context.WithCancelCause(ctx)
+	t := time.AfterFunc(limit, func() {
+		cancel(fmt.Errorf("no answer within %s (a hung or stopped server?)", limit))
+	})
+	ans, err := client.Open(callCtx, u, body, contentType)
+	if !t.Stop() && ctx.Err() == nil {
+		// The timer fired: the call's own error is the cancellation.
+		if err == nil {
+			ans.Body.Close()
+		}
+		cancel(nil)
+		return nil, &TransportError{Err: context.Cause(callCtx)}
+	}
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	ans.Body = &cancelOnClose{ReadCloser: ans.Body, cancel: func() { cancel(nil) }}
+	return ans, nil
+}
+
+// cancelOnClose ends a call's context when its answer's body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel func()
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // start returns the index of the URL a hop to stage starts at, and moves
