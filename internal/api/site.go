@@ -32,18 +32,18 @@ import (
 func (s *Server) checkSite(r *http.Request, rt route) error {
 	if s.loopback.Load() && !rt.open && r.Host != "" && !s.allowedHost(r.Host) {
 		return httperr.Errorf(http.StatusForbidden, httperr.CodeForbiddenHost,
-			"host %q is not this server's: a server on a loopback address answers only to localhost, loopback addresses and the hosts of its allowed origins (serve --cors-origins); this keeps rebound DNS names out", short(r.Host))
+			"host %q is not this server's: a server on a loopback address answers only to localhost, loopback addresses and the hosts of its allowed origins (serve --cors-origins); this keeps rebound DNS names out", httperr.Short(r.Host))
 	}
 	if origin := r.Header.Get("Origin"); origin != "" && !s.allowedOrigin(origin, r.Host) {
 		return httperr.Errorf(http.StatusForbidden, httperr.CodeForbiddenOrigin,
-			"origin %q may not call this server: add it to serve --cors-origins to allow its pages", short(origin))
+			"origin %q may not call this server: add it to serve --cors-origins to allow its pages", httperr.Short(origin))
 	}
 	if r.Method == http.MethodPost && len(rt.bodyTypes) > 0 {
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || !slices.Contains(rt.bodyTypes, mt) {
 			return httperr.Errorf(http.StatusUnsupportedMediaType, httperr.CodeUnsupportedMedia,
 				"content type %q is not accepted here: send %s (with curl: --json '{...}', or -H 'Content-Type: application/json')",
-				short(r.Header.Get("Content-Type")), strings.Join(rt.bodyTypes, " or "))
+				httperr.Short(r.Header.Get("Content-Type")), strings.Join(rt.bodyTypes, " or "))
 		}
 	}
 	return nil
@@ -80,12 +80,4 @@ func (s *Server) allowedOrigin(origin, host string) bool {
 	return slices.Contains(s.opts.CORSOrigins, "*") || slices.ContainsFunc(s.opts.CORSOrigins, func(o string) bool {
 		return strings.EqualFold(strings.TrimSuffix(o, "/"), origin)
 	})
-}
-
-// short bounds a client's string quoted in an error.
-func short(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "…"
-	}
-	return s
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/httpbody"
+	"github.com/omnistage/omnistage/internal/httperr"
 )
 
 // voiceSet is what a speech request's voice may name: the talker's own
@@ -71,12 +72,8 @@ func (vs *voiceSet) resolve(name string) (string, error) {
 			return v.ID, nil
 		}
 	}
-	shown := name
-	if len(shown) > 64 {
-		shown = shown[:64] + "…"
-	}
 	return "", badRequest("unknown voice %q: voices are %s, and the aliases %s (GET /v1/audio/voices lists them)",
-		shown, strings.Join(vs.ids(), ", "), strings.Join(slices.Sorted(maps.Keys(vs.aliases)), ", "))
+		httperr.Short(name), strings.Join(vs.ids(), ", "), strings.Join(slices.Sorted(maps.Keys(vs.aliases)), ", "))
 }
 
 // listVoices answers GET /v1/audio/voices.

@@ -230,22 +230,8 @@ func (env Env) benchOrchestrator(ctx context.Context, config string) (*orchestra
 		fmt.Fprintf(env.Stderr, "omnistage bench: $%s: %v\n", payloadKeyEnv, err)
 		return nil, nil, ExitUsage
 	}
-	opts := env.orchestratorOptions(cfg, payload.NewCodec([]byte(key)))
-	opts.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	o, err := orchestrator.New(cfg, opts)
+	o, stop, err := env.startLocal(ctx, "bench", cfg, payload.NewCodec([]byte(key)), slog.LevelWarn)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "omnistage bench: %v\n", err)
-		return nil, nil, ExitFailure
-	}
-	stop := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.Deploy.AbortTimeout+10*time.Second)
-		defer cancel()
-		if err := o.Shutdown(sctx); err != nil {
-			fmt.Fprintf(env.Stderr, "omnistage bench: shutdown: %v\n", err)
-		}
-	}
-	if err := o.Start(ctx); err != nil {
-		stop()
 		fmt.Fprintf(env.Stderr, "omnistage bench: %v\n", err)
 		return nil, nil, ExitFailure
 	}

@@ -80,25 +80,12 @@ func say(ctx context.Context, env Env, args []string) int {
 	if *verbose {
 		logLevel = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: logLevel}))
-	opts := env.orchestratorOptions(cfg, payload.NewCodec(nil))
-	opts.Logger = log
-	o, err := orchestrator.New(cfg, opts)
+	o, stop, err := env.startLocal(ctx, "say", cfg, payload.NewCodec(nil), logLevel)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
 		return ExitFailure
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := o.Shutdown(sctx); err != nil {
-			fmt.Fprintf(env.Stderr, "omnistage say: shutdown: %v\n", err)
-		}
-	}()
-	if err := o.Start(ctx); err != nil {
-		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
-		return ExitFailure
-	}
+	defer stop()
 	start := time.Now()
 	result, err := synthesize(ctx, o, orchestrator.Request{Prompt: engine.Prompt{Text: text}, Modalities: modalities, Params: params})
 	if err != nil {
@@ -256,4 +243,28 @@ func writeAudio(env Env, path, format string, a *engine.Audio) error {
 		return err
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// startLocal builds and starts an orchestrator for cfg in this process,
+// logging at level to stderr, and returns it with the function that shuts
+// it down (its failure reported as command's).
+func (env Env) startLocal(ctx context.Context, command string, cfg *pipeline.Config, codec *payload.Codec, level slog.Level) (*orchestrator.Orchestrator, func(), error) {
+	opts := env.orchestratorOptions(cfg, codec)
+	opts.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	o, err := orchestrator.New(cfg, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.Deploy.AbortTimeout+10*time.Second)
+		defer cancel()
+		if err := o.Shutdown(sctx); err != nil {
+			fmt.Fprintf(env.Stderr, "omnistage %s: shutdown: %v\n", command, err)
+		}
+	}
+	if err := o.Start(ctx); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return o, stop, nil
 }

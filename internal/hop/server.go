@@ -492,7 +492,7 @@ func (s *Server) parseRun(r *http.Request, req *RunRequest) (*call, error) {
 		return nil, err
 	}
 	if req.RequestID != "" && req.RequestID != env.RequestID {
-		return nil, badRequest("request_id %q is not the payload's (%q): post the previous answer back unchanged, or leave request_id out", short(req.RequestID), env.RequestID)
+		return nil, badRequest("request_id %q is not the payload's (%q): post the previous answer back unchanged, or leave request_id out", httperr.Short(req.RequestID), env.RequestID)
 	}
 	sel, err := s.checkRoute(stage, env)
 	if err != nil {
@@ -754,12 +754,4 @@ func (f *frameSource) close() bool {
 		<-f.done
 	})
 	return f.unread
-}
-
-// short bounds a client's string quoted in an error.
-func short(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }

@@ -68,11 +68,7 @@ func jsonError(err error) error {
 		}
 		return Errorf(http.StatusBadRequest, CodeInvalidJSON, "field %s: want %s, got a JSON %s", te.Field, jsonType(te.Type.String()), te.Value)
 	}
-	msg := strings.TrimPrefix(err.Error(), "json: ")
-	if len(msg) > 200 {
-		msg = msg[:200] + "…"
-	}
-	return Errorf(http.StatusBadRequest, CodeInvalidJSON, "invalid request: %s", msg)
+	return Errorf(http.StatusBadRequest, CodeInvalidJSON, "invalid request: %s", Short(strings.TrimPrefix(err.Error(), "json: ")))
 }
 
 // ReadError turns an error reading a request body into the error to

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -196,12 +196,5 @@ func (d *discovery) add(key string) {
 
 // sortedSet returns keys sorted, without repeats.
 func sortedSet(keys []string) []string {
-	sort.Strings(keys)
-	out := keys[:0]
-	for i, k := range keys {
-		if i == 0 || k != keys[i-1] {
-			out = append(out, k)
-		}
-	}
-	return out
+	return slices.Compact(slices.Sorted(slices.Values(keys)))
 }
