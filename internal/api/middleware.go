@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/telemetry"
 )
 
 // The route labels of the HTTP metrics: a fixed set.
@@ -96,7 +97,12 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		// Until a handler knows the request's id, log the one the client
 		// sent, if any.
 		in := &reqInfo{route: routeUnmatched, id: r.Header.Get(headerRequestID)}
-		r = r.WithContext(context.WithValue(r.Context(), infoKey{}, in))
+		ctx := context.WithValue(r.Context(), infoKey{}, in)
+		var slot *telemetry.SpanSlot // where /v1/run leaves its span, when tracing
+		if s.opts.TracerProvider != nil {
+			ctx, slot = telemetry.WithSpanSlot(ctx)
+		}
+		r = r.WithContext(ctx)
 		rw := &responseWriter{ResponseWriter: w, start: start}
 		s.metrics.inflight.Inc()
 		defer func() {
@@ -135,7 +141,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				level = slog.LevelDebug
 			}
 			if s.log.Enabled(r.Context(), level) {
-				s.log.LogAttrs(r.Context(), level, "http request",
+				s.log.LogAttrs(slot.Context(r.Context()), level, "http request",
 					slog.String("request_id", in.id),
 					slog.String("method", r.Method),
 					slog.String("path", r.URL.Path),

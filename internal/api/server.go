@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/hop"
@@ -80,6 +81,11 @@ type Options struct {
 	ChunkWriteTimeout time.Duration
 	// BodyReadTimeout bounds reading a request body.
 	BodyReadTimeout time.Duration
+	// TracerProvider, when set, traces every request but the probes and
+	// /metrics: a server span per request (otelhttp; /v1/run's is the hop
+	// server's, see package hop), child of the caller's traceparent, and
+	// the access log lines carry its trace_id. Nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is the HTTP API of one orchestrator.
@@ -137,6 +143,7 @@ func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
 	s.hop, err = hop.NewServer(o, hop.ServerOptions{
 		Codec: opts.Codec, Stage: opts.Stage, Logger: opts.Logger, MaxBody: opts.MaxRunBody,
 		BodyReadTimeout: opts.BodyReadTimeout, WriteTimeout: opts.ChunkWriteTimeout,
+		TracerProvider: opts.TracerProvider,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
@@ -152,6 +159,9 @@ func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
 		}
 	}
 	s.handler = s.observe(s.routes())
+	if opts.TracerProvider != nil {
+		s.handler = traced(s.handler, opts.TracerProvider)
+	}
 	if len(opts.CORSOrigins) > 0 {
 		s.handler = corsHandler(opts.CORSOrigins, s.handler)
 	}

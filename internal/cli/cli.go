@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/builtin"
@@ -17,6 +20,7 @@ import (
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/telemetry"
 )
 
 // Env is what a command runs with.
@@ -44,12 +48,13 @@ func (env Env) registry() *engine.Registry {
 // orchestratorOptions are the options of an orchestrator for cfg: env's
 // engines, and the placements that run stages in worker processes (whose
 // output goes to env's stderr) and on stage servers (whose hops codec
-// signs).
-func (env Env) orchestratorOptions(cfg *pipeline.Config, codec *payload.Codec) orchestrator.Options {
+// signs), all traced by tp (nil: not traced).
+func (env Env) orchestratorOptions(cfg *pipeline.Config, codec *payload.Codec, tp trace.TracerProvider) orchestrator.Options {
 	return orchestrator.Options{
-		Registry: env.registry(),
-		Remote:   remote.Placement(cfg, codec),
-		Process:  worker.Placement(cfg, "", env.Stderr),
+		Registry:       env.registry(),
+		Remote:         remote.Placement(cfg, codec, tp),
+		Process:        worker.Placement(cfg, "", env.Stderr, tp),
+		TracerProvider: tp,
 	}
 }
 
@@ -144,3 +149,21 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// startTracing sets up tracing from the OTEL_* environment for a process
+// in role (see package telemetry), and returns it with the function that
+// flushes its spans, which the command calls as it ends. A setting that
+// cannot be honoured is reported as command's error.
+func (env Env) startTracing(ctx context.Context, command, role string) (*telemetry.Tracing, func(), error) {
+	t, err := telemetry.FromEnv(ctx, env.Getenv, env.Stderr, role)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := t.Shutdown(sctx); err != nil {
+			fmt.Fprintf(env.Stderr, "omnistage %s: exporting traces: %v\n", command, err)
+		}
+	}, nil
+}

@@ -12,9 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/hop"
+	"github.com/omnistage/omnistage/internal/telemetry"
 )
 
 const runSynopsis = "run --stage URL [--stage URL ...] [-o out.wav] [--timestamps] [--voice V] [--speed S] [--api-key-file F] TEXT"
@@ -81,7 +85,12 @@ func runCoordinator(ctx context.Context, env Env, args []string) int {
 	if *out == "-" && *timestamps {
 		return usageErr("-o - and --timestamps both write to standard output; write the audio to a file")
 	}
-	client := &hop.Client{}
+	tracing, stopTracing, err := env.startTracing(ctx, "run", "run")
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	defer stopTracing()
+	client := &hop.Client{TracerProvider: tracing.TracerProvider()}
 	if *apiKeyFile != "" {
 		if client.APIKey, err = readKey(*apiKeyFile, nil); err != nil {
 			return usageErr("--api-key-file: %v", err)
@@ -106,6 +115,12 @@ func runCoordinator(ctx context.Context, env Env, args []string) int {
 	start := time.Now()
 	var words []engine.Word
 	var text2 strings.Builder
+	if tp := tracing.TracerProvider(); tp != nil {
+		// One span for the whole chain; each hop's call is its child.
+		var span trace.Span
+		ctx, span = tp.Tracer(telemetry.Name).Start(ctx, "omnistage run", trace.WithAttributes(attribute.Int("omnistage.stages", numIDs)))
+		defer span.End()
+	}
 	chain := &hop.Chain{Client: client, Stages: stages, AnswerTimeout: *hopTimeout, OnHop: func(h hop.Hop) { printHop(env.Stderr, h) }}
 	res, err := chain.Run(ctx, req, func(kind engine.Kind, c engine.Chunk) error {
 		switch {

@@ -20,6 +20,7 @@ import (
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/telemetry"
 )
 
 // MaxSayInput bounds the text `say` reads from standard input.
@@ -249,13 +250,19 @@ func writeAudio(env Env, path, format string, a *engine.Audio) error {
 // logging at level to stderr, and returns it with the function that shuts
 // it down (its failure reported as command's).
 func (env Env) startLocal(ctx context.Context, command string, cfg *pipeline.Config, codec *payload.Codec, level slog.Level) (*orchestrator.Orchestrator, func(), error) {
-	opts := env.orchestratorOptions(cfg, codec)
-	opts.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
-	o, err := orchestrator.New(cfg, opts)
+	tracing, stopTracing, err := env.startTracing(ctx, command, command)
 	if err != nil {
 		return nil, nil, err
 	}
+	opts := env.orchestratorOptions(cfg, codec, tracing.TracerProvider())
+	opts.Logger = slog.New(telemetry.LogHandler(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})))
+	o, err := orchestrator.New(cfg, opts)
+	if err != nil {
+		stopTracing()
+		return nil, nil, err
+	}
 	stop := func() {
+		defer stopTracing()
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.Deploy.AbortTimeout+10*time.Second)
 		defer cancel()
 		if err := o.Shutdown(sctx); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engines/worker"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/telemetry"
 )
 
 const serveSynopsis = "serve [--config F] [--addr 127.0.0.1:8080] [--stage N] [--payload-key-file F] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--log-level L]"
@@ -108,13 +109,26 @@ func serve(ctx context.Context, env Env, args []string) int {
 		}
 	}
 
-	log := slog.New(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	role := "server"
+	switch {
+	case asWorker:
+		role = "worker"
+	case opts.Stage != nil:
+		role = "stage"
+	}
+	tracing, stopTracing, err := env.startTracing(ctx, "serve", role)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
+		return ExitUsage
+	}
+	defer stopTracing()
+	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: level})))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	codec := payload.NewCodec([]byte(payloadKey))
 	// Remote stages sign their hops with this server's key; worker
 	// processes write their output where this server does.
-	orchOpts := env.orchestratorOptions(cfg, codec)
+	orchOpts := env.orchestratorOptions(cfg, codec, tracing.TracerProvider())
 	orchOpts.Registerer, orchOpts.Logger = reg, log
 	if asWorker {
 		orchOpts.Stages = []int{*stage}
@@ -129,6 +143,7 @@ func serve(ctx context.Context, env Env, args []string) int {
 	}
 	opts.Logger, opts.Registry = log, reg
 	opts.Codec = codec
+	opts.TracerProvider = tracing.TracerProvider()
 	srv, err := api.New(orch, opts)
 	if err != nil {
 		_ = orch.Shutdown(context.Background())

@@ -70,7 +70,7 @@ func BenchmarkHop(b *testing.B) {
 	} {
 		for _, chunks := range []int{1, 64} {
 			cfg := testkit.Parse(b, fmt.Sprintf(hopBench, chunks, tc.deploy))
-			place := remote.Placement(cfg, tc.codec)
+			place := remote.Placement(cfg, tc.codec, nil)
 			if tc.client != nil {
 				place = func(spec engine.Spec, d *pipeline.DeployStage, endpoint, _ string) (engine.Engine, error) {
 					return remote.New(remote.Config{Stage: spec, Pipeline: cfg, Endpoint: endpoint, Client: &hop.Client{HTTP: tc.client}, Codec: tc.codec, Hop: d.Hop})

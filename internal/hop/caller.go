@@ -14,6 +14,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/telemetry"
 )
 
 // Caller runs one stage of a pipeline on stage servers, for a server that
@@ -212,6 +213,7 @@ func (c *Caller) request(ctx context.Context, job *engine.Job) (*inputBody, stri
 		Pipeline: c.pipeline, Digest: c.digest, TransferID: id, RequestID: id,
 		From: c.upstream, To: c.stage, Final: c.finalID, Outputs: c.outputs,
 		Params: c.params(job.Params), Prompt: job.Prompt,
+		Trace: telemetry.Traceparent(ctx),
 	}
 	pipe := newBufPipe(pipeBuffer)
 	wctx, cancel := context.WithCancel(ctx)

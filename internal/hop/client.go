@@ -13,8 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/telemetry"
 )
 
 // DefaultMaxResponseBytes caps the body of a one-shot answer when
@@ -42,6 +46,13 @@ type Client struct {
 	// MaxResponseBytes caps a one-shot answer's body; 0 means
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int64
+	// TracerProvider, when set, traces each /v1/run call as a client span
+	// (child of the span in the call's ctx) and sends its traceparent
+	// header; the probes are not traced. Set it before the first call.
+	TracerProvider trace.TracerProvider
+
+	runOnce sync.Once
+	runHTTP *http.Client // HTTP, traced when TracerProvider is set
 }
 
 // maxErrorBody caps what is read of an error answer.
@@ -124,6 +135,23 @@ func (c *Client) http() *http.Client {
 	return sharedHTTP()
 }
 
+// run returns the client of /v1/run calls: http(), traced when the
+// client has a TracerProvider.
+func (c *Client) run() *http.Client {
+	c.runOnce.Do(func() {
+		c.runHTTP = c.http()
+		if c.TracerProvider != nil {
+			traced := *c.runHTTP
+			traced.Transport = otelhttp.NewTransport(traced.Transport,
+				otelhttp.WithTracerProvider(c.TracerProvider),
+				otelhttp.WithPropagators(telemetry.Propagator),
+				otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " /v1/run" }))
+			c.runHTTP = &traced
+		}
+	})
+	return c.runHTTP
+}
+
 func (c *Client) limit() int64 {
 	if c.MaxResponseBytes > 0 {
 		return c.MaxResponseBytes
@@ -146,7 +174,7 @@ func (c *Client) Run(ctx context.Context, base string, req *RunRequest) (*RunRes
 		return nil, err
 	}
 	hr.Header.Set("Accept", "application/json")
-	resp, err := c.http().Do(hr)
+	resp, err := c.run().Do(hr)
 	if err != nil {
 		return nil, transportError(ctx, err)
 	}
@@ -207,7 +235,7 @@ func (c *Client) Open(ctx context.Context, base string, body io.Reader, contentT
 		return nil, err
 	}
 	hr.Header.Set("Accept", ContentType)
-	resp, err := c.http().Do(hr)
+	resp, err := c.run().Do(hr)
 	if err != nil {
 		return nil, transportError(ctx, err)
 	}

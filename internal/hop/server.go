@@ -17,6 +17,8 @@ import (
 	"time"
 	"unsafe"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/httpbody"
@@ -24,6 +26,7 @@ import (
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/telemetry"
 )
 
 // entryStage is the stage every route starts at.
@@ -57,6 +60,8 @@ type ServerOptions struct {
 	// WriteTimeout bounds each write of an answer (one frame of a stream):
 	// a caller that stops reading is cut off and the hop aborted.
 	WriteTimeout time.Duration
+	// TracerProvider, when set, traces each call (see trace.go).
+	TracerProvider trace.TracerProvider
 }
 
 // Server answers POST /v1/run for one orchestrator: it runs exactly one
@@ -70,6 +75,7 @@ type Server struct {
 	digest [32]byte
 	opts   ServerOptions
 	log    *slog.Logger
+	tracer trace.Tracer // nil when tracing is off
 }
 
 // NewServer returns the /v1/run server of o.
@@ -93,7 +99,11 @@ func NewServer(o *orchestrator.Orchestrator, opts ServerOptions) (*Server, error
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
-	return &Server{orch: o, cfg: cfg, codec: opts.Codec, digest: cfg.Digest(), opts: opts, log: opts.Logger}, nil
+	srv := &Server{orch: o, cfg: cfg, codec: opts.Codec, digest: cfg.Digest(), opts: opts, log: opts.Logger}
+	if opts.TracerProvider != nil {
+		srv.tracer = opts.TracerProvider.Tracer(telemetry.Name)
+	}
+	return srv, nil
 }
 
 // call is one checked /v1/run call: the stage to run on input, and the
@@ -112,8 +122,9 @@ type call struct {
 // way, Serve ends it itself (with an error frame, for a stream). Every
 // problem with the request or its payload is a 4xx and nothing runs.
 func (s *Server) Serve(w http.ResponseWriter, r *http.Request) error {
+	start := time.Now()
 	if isStream(r.Header.Get("Content-Type")) {
-		return s.serveStream(w, r)
+		return s.serveStream(w, r, start)
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
 	var req RunRequest
@@ -126,10 +137,15 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if c.stage == entryStage && acceptsStream(r) {
-		return s.runStreamed(w, r, c)
+	streamed := c.stage == entryStage && acceptsStream(r)
+	r, end := s.traced(r, c, start, streamed)
+	if streamed {
+		err = s.runStreamed(w, r, c)
+	} else {
+		err = s.runOneShot(w, r, c)
 	}
-	return s.runOneShot(w, r, c)
+	end(err)
+	return err
 }
 
 // isStream reports whether a Content-Type is ContentType.
@@ -265,7 +281,7 @@ func (s *Server) writeHandOff(w http.ResponseWriter, resp *RunResponse) {
 
 // serveStream answers a call whose body is a payload stream: a hand-off
 // header addressed to the stage to run, then its input as it is produced.
-func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, start time.Time) (err error) {
 	rc := http.NewResponseController(w)
 	// Over HTTP/1.1 the body is read while the answer is written.
 	if err := rc.EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {
@@ -295,6 +311,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	c := &call{stage: stage, id: env.RequestID, env: env, sel: sel}
+	r, end := s.traced(r, c, start, true)
+	defer func() { end(err) }()
 	// The hop ends when its caller goes away, even while its stage reads
 	// nothing of its input.
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -303,7 +322,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) error {
 		cancel(fmt.Errorf("the caller went away: %w", err))
 	})
 	defer input.close()
-	err = s.runStreamed(w, r.WithContext(ctx), &call{stage: stage, id: env.RequestID, env: env, sel: sel, input: input})
+	c.input = input
+	err = s.runStreamed(w, r.WithContext(ctx), c)
 	if input.close() {
 		// The rest of the body was left unread (the stage failed): the
 		// connection must not carry another request, whose start would be
@@ -399,6 +419,7 @@ func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, c *call) er
 
 // streamFailed logs a failure after the answer's headers were sent.
 func (s *Server) streamFailed(r *http.Request, c *call, err error) {
+	spanFailed(r.Context(), err)
 	_, _, code := httperr.Classify(err)
 	level := slog.LevelWarn
 	if code == string(orchestrator.CodeAborted) || r.Context().Err() != nil {

@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
 	"github.com/omnistage/omnistage/internal/pipeline"
@@ -30,14 +34,17 @@ deploy:
     - {id: 2, max_inflight: 1024, options: {passthrough: true}}
 `
 
-func benchOrchestrator(b *testing.B) *Orchestrator {
+func benchOrchestrator(b *testing.B) *Orchestrator { return benchOrchestratorWith(b, nil) }
+
+// benchOrchestratorWith is benchOrchestrator tracing with tp (nil: off).
+func benchOrchestratorWith(b *testing.B, tp trace.TracerProvider) *Orchestrator {
 	cfg, err := pipeline.Parse([]byte(noopPipeline), "bench.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}
 	reg := engine.Registry{}
 	testengine.Register(&reg, nil, "test-noop")
-	o, err := New(cfg, Options{Registry: &reg})
+	o, err := New(cfg, Options{Registry: &reg, TracerProvider: tp})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -83,9 +90,14 @@ func runOrchestrated(ctx context.Context, o *Orchestrator, text string) (int, er
 
 // BenchmarkRoute measures the orchestration overhead of a 3-stage route of
 // no-op engines against calling the same engines directly, per request (one
-// chunk) and per chunk (a request of 256 chunks).
+// chunk) and per chunk (a request of 256 chunks); and, as traced, the
+// cost of tracing every request (4 spans, each sampled and batched to an
+// exporter that drops them).
 func BenchmarkRoute(b *testing.B) {
 	o := benchOrchestrator(b)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	traced := benchOrchestratorWith(b, tp)
 	ctx := context.Background()
 	for _, size := range []struct {
 		name  string
@@ -95,7 +107,9 @@ func BenchmarkRoute(b *testing.B) {
 		for _, mode := range []struct {
 			name string
 			run  func(context.Context, *Orchestrator, string) (int, error)
-		}{{"direct", runDirect}, {"orchestrated", runOrchestrated}} {
+		}{{"direct", runDirect}, {"orchestrated", runOrchestrated}, {"traced", func(ctx context.Context, _ *Orchestrator, text string) (int, error) {
+			return runOrchestrated(ctx, traced, text)
+		}}} {
 			b.Run(size.name+"/"+mode.name, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {

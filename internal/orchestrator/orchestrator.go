@@ -59,6 +59,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/omnistage/omnistage/internal/engine"
@@ -104,6 +105,9 @@ type Options struct {
 	// negative RestartBackoff disables restarts.
 	RestartBackoff    time.Duration
 	RestartBackoffMax time.Duration
+	// TracerProvider, when not nil, traces every request (see tracing.go);
+	// nil traces nothing, at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // Orchestrator runs one pipeline.
@@ -112,6 +116,8 @@ type Orchestrator struct {
 	route *pipeline.Route
 	opts  Options
 	log   *slog.Logger
+	// tracer makes the requests' spans; nil when tracing is off.
+	tracer trace.Tracer
 
 	stages  []*stageRun // by stage id, the aligner included; nil for a stage not served here
 	built   []*stageRun // the non-nil stages, in id order
@@ -166,7 +172,7 @@ func New(cfg *pipeline.Config, opts Options) (*Orchestrator, error) {
 		return nil, err
 	}
 	o := &Orchestrator{
-		cfg: cfg, route: cfg.Route, opts: opts, log: opts.Logger,
+		cfg: cfg, route: cfg.Route, opts: opts, log: opts.Logger, tracer: newTracer(opts.TracerProvider),
 		closing: make(chan struct{}),
 		closed:  make(chan struct{}),
 		active:  map[string]*holders{},

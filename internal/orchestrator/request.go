@@ -15,6 +15,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/stage"
@@ -100,6 +103,8 @@ type binding struct {
 	// when it sent its first chunk (unix nanos, by whatever goroutine sent).
 	bound, started, ended time.Time
 	first                 atomic.Int64
+
+	span trace.Span // the stage's span; nil when tracing is off
 }
 
 // request is one admitted request. Its fields are set before its tasks start
@@ -121,6 +126,11 @@ type request struct {
 	prompt    engine.SliceSource // the entry stage's input, unless the request is a hop
 	stream    Stream             // what Submit returns
 	submitted time.Time
+
+	// When tracing: the ctx holding the span the stage spans are children
+	// of, and the request's own span (nil for a hop).
+	traceCtx context.Context
+	span     trace.Span
 
 	abortedAt atomic.Int64  // unix nanos of the first abort, for the drain-time metric
 	done      chan struct{} // closed when the request has fully ended
@@ -176,6 +186,7 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 		rq.cancel(err)
 		return nil, err
 	}
+	rq.startRequestSpan(ctx)
 	rq.stopOnClient = noClient
 	if ctx.Done() != nil {
 		rq.stopOnClient = context.AfterFunc(ctx, func() {
@@ -325,23 +336,28 @@ func (rq *request) bind(req Request) error {
 	rq.bindings = make([]binding, 0, len(rq.sel.Stages))
 	for i, id := range rq.sel.Stages {
 		st := o.stages[id]
+		span := rq.startStageSpan(id, st.name)
 		r, err := st.pool.Acquire(rq.ctx, rq)
 		if err != nil {
-			return rq.bindError(id, err)
+			err = rq.bindError(id, err)
+			failSpan(span, err)
+			return err
 		}
-		rq.bindings = append(rq.bindings, binding{stage: st, replica: r, bound: time.Now(), job: engine.Job{
+		rq.bindings = append(rq.bindings, binding{stage: st, replica: r, bound: time.Now(), span: span, job: engine.Job{
 			RequestID: rq.id, StageID: id, Params: paramAt(req.Params, id), Prompt: req.Prompt,
 		}})
+		bb := &rq.bindings[i]
+		bb.stageEvent("bound", attribute.String("omnistage.replica", r.ID))
 		if i > 0 {
-			bb := &rq.bindings[i]
 			bb.job.Upstream = rq.bindings[i-1].replica.ID
 			if p, ok := r.Engine.(engine.Preparer); ok {
-				if err := p.Prepare(rq.ctx, &bb.job); err != nil {
+				if err := p.Prepare(rq.processCtx(bb), &bb.job); err != nil {
 					if cause := context.Cause(rq.ctx); cause != nil {
 						return cause
 					}
 					return &StageError{Stage: id, Name: st.name, Replica: r.ID, Err: err}
 				}
+				bb.stageEvent("prepared")
 			}
 		}
 		if cause := context.Cause(rq.ctx); cause != nil {
@@ -391,7 +407,7 @@ func (rq *request) start(only *StageCall) {
 	rq.pending.Store(int32(n))
 	for i := range rq.bindings {
 		b := &rq.bindings[i]
-		b.sink = stageSink{rq: rq, stage: b.job.StageID, final: b.job.StageID == rq.sel.Final, first: &b.first}
+		b.sink = stageSink{rq: rq, stage: b.job.StageID, final: b.job.StageID == rq.sel.Final, first: &b.first, span: b.span}
 		b.sink.selected, b.sink.kind = rq.selected(b.job.StageID)
 		if i < n-1 {
 			b.sink.down = make(chan engine.Chunk, rq.o.cfg.Deploy.StreamBuffer)
@@ -418,9 +434,11 @@ func (rq *request) runStage(b *binding) {
 	defer rq.taskDone()
 	sink := &b.sink
 	b.started = time.Now()
-	err := b.replica.Engine.Process(rq.ctx, &b.job)
+	b.stageEvent("started")
+	err := b.replica.Engine.Process(rq.processCtx(b), &b.job)
 	b.ended = time.Now()
 	b.stage.duration.Observe(b.ended.Sub(b.started).Seconds())
+	b.endStageSpan(err)
 	if sink.down != nil {
 		close(sink.down)
 	}
@@ -462,6 +480,7 @@ func (rq *request) finish() {
 		b.stage.pool.Release(b.replica, rq)
 	}
 	rq.err = cause
+	rq.endRequestSpan(cause)
 	if cause == nil {
 		o.metrics.ok.Inc()
 	} else {
@@ -584,6 +603,7 @@ type stageSink struct {
 	selected bool
 	final    bool
 	first    *atomic.Int64 // the binding's first output time
+	span     trace.Span    // the binding's span; nil when tracing is off
 	// audioSamples counts the audio sent; Sends of one sink do not overlap.
 	audioSamples int64
 }
@@ -594,8 +614,8 @@ func (s *stageSink) Send(ctx context.Context, c engine.Chunk) error {
 		s.rq.o.metrics.lateDropped.Inc()
 		return err
 	}
-	if s.first.Load() == 0 {
-		s.first.CompareAndSwap(0, time.Now().UnixNano())
+	if s.first.Load() == 0 && s.first.CompareAndSwap(0, time.Now().UnixNano()) && s.span != nil {
+		s.span.AddEvent("first_output")
 	}
 	if a := c.Audio; a != nil && a.SampleRate > 0 {
 		// Bounded cost: a request may not make more audio than the limit,

@@ -147,7 +147,7 @@ func TestReplicasFromDNS(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	o := orchtest.Start(t, cfg, orchestrator.Options{
 		Registry: engineRegistry(), Registerer: reg, LookupHost: dns.lookup,
-		Remote: remote.Placement(cfg, payload.NewCodec([]byte(key))),
+		Remote: remote.Placement(cfg, payload.NewCodec([]byte(key)), nil),
 	}, 10*time.Second)
 	if n := gaugeValue(t, reg, "omnistage_stage_replicas", 1); n != 2 {
 		t.Fatalf("%v replicas for a name with two addresses, want 2", n)

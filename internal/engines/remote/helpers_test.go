@@ -133,7 +133,7 @@ func startLocalWith(t testing.TB, yaml string, codec *payload.Codec, register fu
 	if codec == nil {
 		codec = payload.NewCodec(nil)
 	}
-	return orchtest.Start(t, cfg, orchestrator.Options{Registry: reg, Remote: remote.Placement(cfg, codec)}, 10*time.Second)
+	return orchtest.Start(t, cfg, orchestrator.Options{Registry: reg, Remote: remote.Placement(cfg, codec, nil)}, 10*time.Second)
 }
 
 // generate runs one request and returns the final output's text, chunks

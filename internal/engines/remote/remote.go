@@ -36,6 +36,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/orchestrator"
@@ -68,10 +70,11 @@ type Config struct {
 
 // Placement returns the builder of the replicas of cfg's stages with
 // placement remote (orchestrator.Options.Remote): each calls its endpoint
-// with codec, and with the API key in the stage's api_key_file, if any.
-func Placement(cfg *pipeline.Config, codec *payload.Codec) orchestrator.RemoteFunc {
+// with codec, and with the API key in the stage's api_key_file, if any;
+// tp traces the calls (nil: none).
+func Placement(cfg *pipeline.Config, codec *payload.Codec, tp trace.TracerProvider) orchestrator.RemoteFunc {
 	return func(spec engine.Spec, d *pipeline.DeployStage, endpoint, addr string) (engine.Engine, error) {
-		client := &hop.Client{HTTP: httpClientTo(addr)}
+		client := &hop.Client{HTTP: httpClientTo(addr), TracerProvider: tp}
 		if file := d.Hop.APIKeyFile; file != "" {
 			key, err := readKey(file)
 			if err != nil {

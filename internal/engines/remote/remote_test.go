@@ -485,7 +485,7 @@ pipeline:
 	}
 
 	// A missing api_key_file fails the replica's build, naming the file.
-	place := remote.Placement(cfg, nil)
+	place := remote.Placement(cfg, nil, nil)
 	d := cfg.Deploy.Stages[1]
 	d.Hop.APIKeyFile = "/nonexistent/key"
 	if _, err := place(spec, &d, "http://a:1", ""); err == nil || !strings.Contains(err.Error(), "api_key_file") || !strings.Contains(err.Error(), "/nonexistent/key") {

@@ -59,6 +59,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/hop"
@@ -86,15 +88,19 @@ type Config struct {
 	// Hop are the calls' settings (the deploy entry's timeout,
 	// warm_timeout, health_interval and health_failures).
 	Hop pipeline.Hop
+	// TracerProvider, when set, traces the calls to the worker (its own
+	// spans are its own: it sets up tracing from the OTEL_* environment
+	// it inherits).
+	TracerProvider trace.TracerProvider
 }
 
 // Placement returns the builder of the replicas of cfg's stages with
 // placement process (orchestrator.Options.Process): each starts exe (""
 // for this program) as its worker, whose output goes to stderr (nil for
-// os.Stderr).
-func Placement(cfg *pipeline.Config, exe string, stderr io.Writer) orchestrator.ProcessFunc {
+// os.Stderr), and whose calls tp traces (nil: none).
+func Placement(cfg *pipeline.Config, exe string, stderr io.Writer, tp trace.TracerProvider) orchestrator.ProcessFunc {
 	return func(spec engine.Spec, d *pipeline.DeployStage) (engine.Engine, error) {
-		return New(Config{Stage: spec, Pipeline: cfg, Executable: exe, Stderr: stderr, Worker: d.Worker, Hop: d.Hop})
+		return New(Config{Stage: spec, Pipeline: cfg, Executable: exe, Stderr: stderr, Worker: d.Worker, Hop: d.Hop, TracerProvider: tp})
 	}
 }
 
@@ -209,7 +215,7 @@ func New(cfg Config) (*Engine, error) {
 		e.console.line([]byte("listening on " + addr))
 		e.remote, err = remote.New(remote.Config{
 			Stage: spec, Pipeline: cfg.Pipeline, Endpoint: "http://" + addr,
-			Client: &hop.Client{HTTP: hop.NewHTTPClient(), APIKey: apiKey},
+			Client: &hop.Client{HTTP: hop.NewHTTPClient(), APIKey: apiKey, TracerProvider: cfg.TracerProvider},
 			Codec:  payload.NewCodec([]byte(hexKey)), Hop: cfg.Hop,
 		})
 	}

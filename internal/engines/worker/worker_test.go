@@ -86,7 +86,7 @@ func start(t testing.TB, cfg *pipeline.Config, register func(*engine.Registry), 
 	f := &fixture{output: &testkit.SyncBuffer{}}
 	reg := &engine.Registry{}
 	register(reg)
-	place := worker.Placement(cfg, "", f.output)
+	place := worker.Placement(cfg, "", f.output, nil)
 	oopts := orchestrator.Options{Registry: reg, Process: func(spec engine.Spec, d *pipeline.DeployStage) (engine.Engine, error) {
 		e, err := place(spec, d)
 		if err == nil {

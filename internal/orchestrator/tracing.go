@@ -1,0 +1,133 @@
+package orchestrator
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/omnistage/omnistage/internal/telemetry"
+)
+
+// Tracing (Options.TracerProvider). A request is one span, "request
+// PIPELINE", child of the span in Submit's ctx (an HTTP server span, or
+// none); each of its stages is a child span, "stage NAME", from the moment
+// it asks its pool for a replica to the moment its engine returns, with
+// events:
+//
+//   - bound: a replica was bound (attribute replica; the time before it is
+//     the queue wait);
+//   - prepared: the replica's per-request hand-shake with its upstream
+//     (engine.Preparer) is done;
+//   - started: the engine's Process began;
+//   - first_output: the stage sent its first chunk.
+//
+// A hop (Request.Only) has no request span: its one stage span is a child
+// of the span in Submit's ctx (the /v1/run server span). The engine's
+// Process gets a ctx holding its stage span, so a remote or worker
+// replica's hop is that span's child. With no provider, none of this runs.
+
+// tracer returns o's tracer; nil when tracing is off.
+func newTracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		return nil
+	}
+	return tp.Tracer(telemetry.Name)
+}
+
+// startRequestSpan starts rq's request span, child of ctx's span. For a
+// hop, the stages' parent is ctx's span itself.
+func (rq *request) startRequestSpan(ctx context.Context) {
+	tr := rq.o.tracer
+	if tr == nil {
+		return
+	}
+	if rq.hop {
+		rq.traceCtx = ctx
+		return
+	}
+	rq.traceCtx, rq.span = tr.Start(ctx, "request "+rq.o.cfg.Pipeline.Name,
+		trace.WithTimestamp(rq.submitted),
+		trace.WithAttributes(
+			attribute.String("omnistage.request_id", rq.id),
+			attribute.String("omnistage.pipeline", rq.o.cfg.Pipeline.Name),
+			attribute.IntSlice("omnistage.stages", rq.sel.Stages),
+		))
+}
+
+// startStageSpan starts the span of stage id as it asks its pool for a
+// replica; nil when tracing is off.
+func (rq *request) startStageSpan(id int, name string) trace.Span {
+	tr := rq.o.tracer
+	if tr == nil {
+		return nil
+	}
+	_, span := tr.Start(rq.traceCtx, "stage "+name, trace.WithAttributes(
+		attribute.Int("omnistage.stage", id),
+		attribute.String("omnistage.stage_name", name),
+		attribute.String("omnistage.request_id", rq.id),
+	))
+	return span
+}
+
+// failSpan ends a stage span whose stage could not be bound.
+func failSpan(span trace.Span, err error) {
+	if span != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		span.End()
+	}
+}
+
+// stageEvent adds an event to b's stage span, if it has one.
+func (b *binding) stageEvent(name string, attrs ...attribute.KeyValue) {
+	if b.span != nil {
+		b.span.AddEvent(name, trace.WithAttributes(attrs...))
+	}
+}
+
+// processCtx returns the ctx b's engine runs under: rq.ctx, holding b's
+// stage span when tracing.
+func (rq *request) processCtx(b *binding) context.Context {
+	if b.span == nil {
+		return rq.ctx
+	}
+	return trace.ContextWithSpan(rq.ctx, b.span)
+}
+
+// endStageSpan ends b's stage span with the stage's outcome.
+func (b *binding) endStageSpan(err error) {
+	if b.span == nil {
+		return
+	}
+	if err != nil {
+		b.span.RecordError(err)
+		b.span.SetStatus(codes.Error, err.Error())
+	}
+	b.span.End(trace.WithTimestamp(b.ended))
+}
+
+// endRequestSpan ends rq's request span, and the stage spans of stages
+// that never ran (their binding failed), with the request's outcome.
+func (rq *request) endRequestSpan(cause error) {
+	if rq.o.tracer == nil {
+		return
+	}
+	now := time.Now()
+	for i := range rq.bindings {
+		if b := &rq.bindings[i]; b.span != nil && b.started.IsZero() {
+			b.ended = now
+			b.endStageSpan(cause)
+		}
+	}
+	if rq.span == nil {
+		return
+	}
+	if cause != nil {
+		rq.span.SetAttributes(attribute.String("omnistage.error_code", string(CodeOf(cause))))
+		rq.span.SetStatus(codes.Error, cause.Error())
+	}
+	rq.span.End(trace.WithTimestamp(now))
+}
