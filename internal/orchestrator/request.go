@@ -15,7 +15,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/omnistage/omnistage/internal/engine"
@@ -347,7 +346,7 @@ func (rq *request) bind(req Request) error {
 			RequestID: rq.id, StageID: id, Params: paramAt(req.Params, id), Prompt: req.Prompt,
 		}})
 		bb := &rq.bindings[i]
-		bb.stageEvent("bound", attribute.String("omnistage.replica", r.ID))
+		bb.boundEvent()
 		if i > 0 {
 			bb.job.Upstream = rq.bindings[i-1].replica.ID
 			if p, ok := r.Engine.(engine.Preparer); ok {

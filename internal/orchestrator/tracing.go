@@ -82,9 +82,18 @@ func failSpan(span trace.Span, err error) {
 }
 
 // stageEvent adds an event to b's stage span, if it has one.
-func (b *binding) stageEvent(name string, attrs ...attribute.KeyValue) {
+func (b *binding) stageEvent(name string) {
 	if b.span != nil {
-		b.span.AddEvent(name, trace.WithAttributes(attrs...))
+		b.span.AddEvent(name)
+	}
+}
+
+// boundEvent adds the bound event, naming the replica, to b's stage span,
+// if it has one. (Its attribute is made only then: a variadic argument
+// would cost an allocation with tracing off.)
+func (b *binding) boundEvent() {
+	if b.span != nil {
+		b.span.AddEvent("bound", trace.WithAttributes(attribute.String("omnistage.replica", b.replica.ID)))
 	}
 }
 
