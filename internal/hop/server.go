@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
@@ -62,7 +63,17 @@ type ServerOptions struct {
 	WriteTimeout time.Duration
 	// TracerProvider, when set, traces each call (see trace.go).
 	TracerProvider trace.TracerProvider
+	// MaxBodyMemory bounds the bytes of the JSON bodies of the calls in
+	// progress (see bodyBudget); 0 means DefaultBodyMemoryFactor times
+	// MaxBody.
+	MaxBodyMemory int64
 }
+
+// DefaultBodyMemoryFactor is how many of the largest JSON bodies the calls
+// in progress may hold at once by default: with the default 32 MiB
+// payloads, about 175 MiB of bodies, each costing about twice as much
+// again as it is decoded.
+const DefaultBodyMemoryFactor = 4
 
 // Server answers POST /v1/run for one orchestrator: it runs exactly one
 // stage per call, one-shot (JSON) or streamed, and renders the answer.
@@ -76,6 +87,7 @@ type Server struct {
 	opts   ServerOptions
 	log    *slog.Logger
 	tracer trace.Tracer // nil when tracing is off
+	bodies *semaphore.Weighted
 }
 
 // NewServer returns the /v1/run server of o.
@@ -99,7 +111,12 @@ func NewServer(o *orchestrator.Orchestrator, opts ServerOptions) (*Server, error
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
-	srv := &Server{orch: o, cfg: cfg, codec: opts.Codec, digest: cfg.Digest(), opts: opts, log: opts.Logger}
+	if opts.MaxBodyMemory <= 0 {
+		opts.MaxBodyMemory = DefaultBodyMemoryFactor * opts.MaxBody
+	}
+	opts.MaxBodyMemory = max(opts.MaxBodyMemory, opts.MaxBody) // one body always fits
+	srv := &Server{orch: o, cfg: cfg, codec: opts.Codec, digest: cfg.Digest(), opts: opts, log: opts.Logger,
+		bodies: semaphore.NewWeighted(opts.MaxBodyMemory)}
 	if opts.TracerProvider != nil {
 		srv.tracer = opts.TracerProvider.Tracer(telemetry.Name)
 	}
@@ -127,6 +144,11 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request) error {
 		return s.serveStream(w, r, start)
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
+	release, err := s.reserveBody(r)
+	if err != nil {
+		return err
+	}
+	defer release()
 	var req RunRequest
 	done, err := s.readJSON(w, r, &req)
 	if err != nil {
@@ -775,4 +797,32 @@ func (f *frameSource) close() bool {
 		<-f.done
 	})
 	return f.unread
+}
+
+// reserveBody takes the memory a JSON body may need from the server's
+// budget (ServerOptions.MaxBodyMemory) before it is read: its declared
+// length, or MaxBody when it declares none. Until its call returns, the
+// body, its decoded payload and the stage's input are in memory, so the
+// reservation lasts that long. A call that cannot reserve its part within
+// the body read timeout is refused as overloaded (503, retryable): a
+// burst of big bodies, signed or forged, costs at most the budget, and
+// each body is read, base64-decoded and its signature checked before any
+// more of it is copied.
+func (s *Server) reserveBody(r *http.Request) (release func(), err error) {
+	n := r.ContentLength
+	if n < 0 || n > s.opts.MaxBody {
+		n = s.opts.MaxBody // a longer body is refused as it is read
+	}
+	n = max(n, 1)
+	if !s.bodies.TryAcquire(n) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.BodyReadTimeout)
+		defer cancel()
+		if err := s.bodies.Acquire(ctx, n); err != nil {
+			if r.Context().Err() != nil {
+				return nil, r.Context().Err()
+			}
+			return nil, &orchestrator.Error{Code: orchestrator.CodeOverloaded, Msg: fmt.Sprintf("server busy: the /v1/run bodies in progress hold all of its %d MiB for them; retry later", s.opts.MaxBodyMemory>>20)}
+		}
+	}
+	return func() { s.bodies.Release(n) }, nil
 }

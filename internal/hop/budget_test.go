@@ -1,0 +1,93 @@
+package hop_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/omnistage/omnistage/internal/api"
+	"github.com/omnistage/omnistage/internal/api/apitest"
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/testengine"
+	"github.com/omnistage/omnistage/internal/hop"
+	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/testkit"
+)
+
+// TestBodyBudget: the JSON bodies of calls in progress hold at most the
+// server's budget for them (4 of the largest); one more waits, and is
+// refused as overloaded once the body read timeout passes. When the calls
+// end, their memory is free again.
+func TestBodyBudget(t *testing.T) {
+	cfg := testkit.Parse(t, strings.Replace(textPipeline, "    - {id: 0, options: {chunks: 2}}", "    - {id: 0, options: {chunks: 2}}\n    - {id: 1, max_inflight: 8}", 1))
+	hand := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(nil)}, api.Options{})
+	// A payload for stage 1 of about 40 KB.
+	resp, err := (&hop.Client{}).Run(context.Background(), hand.URL, prompt(strings.Repeat("many words here ", 2500)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(resp)
+
+	release := make(chan struct{})
+	var mu sync.Mutex
+	started := 0
+	hooks := &testengine.Hooks{Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
+		if job.StageID == 1 {
+			mu.Lock()
+			started++
+			mu.Unlock()
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}}
+	one := 1
+	srv := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(hooks)}, api.Options{
+		Stage: &one, MaxRunBody: int64(len(body)) + 1024, BodyReadTimeout: 300 * time.Millisecond,
+	})
+	// A call that is not refused waits for release: the client gives up
+	// on it rather than the test hanging.
+	client := &http.Client{Timeout: 20 * time.Second}
+	post := func() (int, string) {
+		resp, err := client.Post(srv.URL+"/v1/run", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data)
+	}
+	var wg sync.WaitGroup
+	statuses := make([]int, 4)
+	for i := range 4 {
+		wg.Go(func() { statuses[i], _ = post() })
+	}
+	testkit.Eventually(t, "four calls running", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return started == 4
+	})
+	status, msg := post()
+	if status != http.StatusServiceUnavailable || !strings.Contains(msg, "overloaded") || !strings.Contains(msg, "/v1/run bodies") {
+		t.Errorf("a fifth body: %d %s, want 503 overloaded", status, msg)
+	}
+	close(release)
+	wg.Wait()
+	for i, s := range statuses {
+		if s != http.StatusOK {
+			t.Errorf("call %d: %d", i, s)
+		}
+	}
+	if status, msg := post(); status != http.StatusOK {
+		t.Errorf("after the calls ended: %d %s", status, msg)
+	}
+}
