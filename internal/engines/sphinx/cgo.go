@@ -39,10 +39,15 @@ type decoder struct {
 	// broken is set when a C call failed in a way that may leave the
 	// decoder in an unknown state; the pool then frees it.
 	broken bool
+	// newStream makes every decode start a new stream, so that no
+	// estimate of the front end carries over from the utterance before.
+	newStream bool
 }
 
 // newDecoder creates a decoder with the acoustic model in hmm and the
-// pronunciation dictionary dict.
+// pronunciation dictionary dict. Its every decode starts from the same
+// state: the same audio gives the same segments whatever it decoded
+// before.
 func newDecoder(hmm, dict string) (*decoder, error) {
 	quietOnce.Do(func() { C.omni_ps_quiet() })
 	ch, cd := C.CString(hmm), C.CString(dict)
@@ -54,7 +59,7 @@ func newDecoder(hmm, dict string) (*decoder, error) {
 	if ps == nil {
 		return nil, fmt.Errorf("decoder: cannot load model %s with dictionary %s", hmm, dict)
 	}
-	return &decoder{ps: ps}, nil
+	return &decoder{ps: ps, newStream: true}, nil
 }
 
 // newLMDecoder creates a decoder for free recognition with the acoustic
@@ -133,11 +138,19 @@ func (d *decoder) setWords(keys []string) error {
 // running mean carried over from earlier utterances, which made silences
 // unrecognizable, shifted every frame index and made the result depend on
 // the requests before.
+//
+// With d.newStream, the utterance is also a stream of its own: the noise
+// level that -remove_noise subtracts is estimated afresh from this audio
+// (see the package doc).
 func (d *decoder) decode(samples []int16) error {
 	if len(samples) == 0 {
 		return errors.New("decoder: no audio")
 	}
-	if C.omni_ps_decode(d.ps, (*C.int16)(unsafe.Pointer(&samples[0])), C.size_t(len(samples))) != 0 {
+	newStream := C.int(0)
+	if d.newStream {
+		newStream = 1
+	}
+	if C.omni_ps_decode(d.ps, (*C.int16)(unsafe.Pointer(&samples[0])), C.size_t(len(samples)), newStream) != 0 {
 		d.broken = true
 		return errors.New("decoder: cannot decode the utterance")
 	}

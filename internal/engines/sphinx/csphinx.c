@@ -111,10 +111,16 @@ void omni_ps_clear_words(ps_decoder_t *ps)
     ps_unset_search(ps, OMNI_SEARCH);
 }
 
-int omni_ps_decode(ps_decoder_t *ps, const int16 *samples, size_t n)
+int omni_ps_decode(ps_decoder_t *ps, const int16 *samples, size_t n, int new_stream)
 {
     int rc = 0;
 
+    /* ps_start_utt keeps the noise estimate of -remove_noise (spectral
+     * subtraction in the mel energies) from one utterance to the next;
+     * only ps_start_stream resets it. Segment frames count from the
+     * stream's start, which is then this utterance's. */
+    if (new_stream && ps_start_stream(ps) < 0)
+        return -1;
     if (ps_start_utt(ps) < 0)
         return -1;
     /* All samples in one call with full_utt set: only then does sphinx

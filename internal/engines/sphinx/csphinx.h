@@ -31,8 +31,10 @@ int omni_ps_set_words(ps_decoder_t *ps, const char *const *words, int n);
 void omni_ps_clear_words(ps_decoder_t *ps);
 
 /* omni_ps_decode decodes n samples of 16 kHz audio as one utterance with
- * the grammar set last. It returns 0, or -1 when a step failed. */
-int omni_ps_decode(ps_decoder_t *ps, const int16 *samples, size_t n);
+ * the grammar set last. With new_stream set, the utterance also starts a
+ * new stream: the front end forgets the noise level it estimated from the
+ * utterances before. It returns 0, or -1 when a step failed. */
+int omni_ps_decode(ps_decoder_t *ps, const int16 *samples, size_t n, int new_stream);
 
 /* omni_segs is a word segmentation: n words with their first and last
  * frames (inclusive). */
