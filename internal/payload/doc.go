@@ -229,20 +229,20 @@
 //
 // Unmarshal checks, in order: the size, the magic, the version and flags,
 // the key id, the signature, the issued-at time, the msgpack structure,
-// then the envelope against the
-// server's Expect: its pipeline and digest, the stage ids against the
-// pipeline, that it is addressed to this server's stage, its required
-// fields, its sampling_params length, and every chunk's structure. Decode
-// first checks the size (before decoding the base64) and the base64.
+// then the envelope against the server's Expect: its pipeline and digest,
+// the stage ids against the pipeline, that it is addressed to this
+// server's stage, its required fields, its sampling_params length, and
+// every chunk's structure. Decode first checks the size (before decoding
+// the base64) and the base64.
 //
 // A StreamReader checks the preamble (magic, version, flags, that a keyed
 // reader gets a signed stream, the key id), then each frame as it arrives:
 // its length against MaxSize before reading its body (whose buffer grows
 // only as bytes arrive), its tag, for the header frame the stream's
-// issued-at time, its kind against the grammar, then its body:
-// a header envelope as Unmarshal checks an envelope (against an Expect when
-// the reader has one), a chunk as Unmarshal checks the chunks of an
-// envelope's data, an error map for a status in 400..599 and a message.
+// issued-at time, its kind against the grammar, then its body: a header
+// envelope as Unmarshal checks an envelope (against an Expect when the
+// reader has one), a chunk as Unmarshal checks the chunks of an envelope's
+// data, an error map for a status in 400..599 and a message.
 //
 // Every failure of the input is an *Error whose Code says which check
 // failed. A StreamReader whose reader fails returns an error that wraps the
