@@ -298,7 +298,7 @@ func TestRunSigned(t *testing.T) {
 	answers := runChain(t, func(int) *fixture { return f }, map[string]any{
 		"stage_input": map[string]any{"text": "signed all the way"}, "output_modalities": []string{"audio", "timestamps"},
 	})
-	if len(answers) != 3 || !strings.HasPrefix(answers[0].StageInput, "T1NURwIB") {
+	if len(answers) != 3 || !strings.HasPrefix(answers[0].StageInput, "T1NURwMB") {
 		t.Fatalf("answers %+v", answers)
 	}
 	p1 := answers[0].StageInput
@@ -308,12 +308,50 @@ func TestRunSigned(t *testing.T) {
 		{"tampered body", flip(p1, len(p1)/2), payload.CodeSignatureInvalid, "altered"},
 		{"tampered tag", flip(p1, len(p1)-3), payload.CodeSignatureInvalid, "signature does not match"},
 		{"tampered header", reencode(t, p1, func(b []byte) []byte { b[5] = 0; return b }), payload.CodeSignatureMissing, "not signed"},
-		{"forged", stage0(t, forger, "audio", "timestamps").StageInput, payload.CodeSignatureInvalid, "another key"},
+		{"forged", stage0(t, forger, "audio", "timestamps").StageInput, payload.CodeKeyUnknown, "which this server does not hold"},
+		{"forged under the server's key id", reencode(t, stage0(t, forger, "audio", "timestamps").StageInput, func(b []byte) []byte {
+			reencode(t, p1, func(signed []byte) []byte { copy(b[6:14], signed[6:14]); return signed })
+			return b
+		}), payload.CodeSignatureInvalid, "another key"},
 		{"unsigned", stage0(t, unsigned, "audio", "timestamps").StageInput, payload.CodeSignatureMissing, "only accepts signed payloads"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := f.do(context.Background(), http.MethodPost, "/v1/run", map[string]any{"stage_id": 1, "stage_input": tc.input})
 			wantError(t, resp, body, 400, tc.code, tc.msg)
+		})
+	}
+}
+
+// TestRunExpired checks, with an injected clock, that a stage server with
+// a payload lifetime refuses a payload issued too long ago or too far in
+// the future with a 400 whose code and message say which.
+func TestRunExpired(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	start := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	var offset atomic.Int64 // the server's clock: start + offset
+	clock := func() time.Time { return start.Add(time.Duration(offset.Load())) }
+	f := newFixture(t, setup{yaml: speechYAML, opts: Options{Codec: payload.NewCodec(key, payload.WithLifetime(time.Minute), payload.WithClock(clock))}})
+	p1 := stage0(t, f, "audio", "timestamps").StageInput // issued at start
+	for _, tc := range []struct {
+		name       string
+		at         time.Duration
+		code, msg  string
+		wantStatus int
+	}{
+		{"expired", time.Minute + time.Second, payload.CodeExpired, "payload was issued 1m1s ago, longer than this server's payload lifetime of 1m0s", 400},
+		{"from the future", -time.Minute, payload.CodeFromFuture, "payload was issued 1m0s in the future by this server's clock", 400},
+		{"within the lifetime", time.Minute, "", "", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			offset.Store(int64(tc.at))
+			resp, body := f.do(context.Background(), http.MethodPost, "/v1/run", map[string]any{"stage_id": 1, "stage_input": p1})
+			if tc.wantStatus == 200 {
+				if resp.StatusCode != 200 {
+					t.Fatalf("status %d: %s", resp.StatusCode, body)
+				}
+				return
+			}
+			wantError(t, resp, body, tc.wantStatus, tc.code, tc.msg)
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -19,7 +20,7 @@ import (
 	"github.com/omnistage/omnistage/internal/telemetry"
 )
 
-const serveSynopsis = "serve [--config F] [--addr 127.0.0.1:8080] [--stage N] [--payload-key-file F] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--log-level L]"
+const serveSynopsis = "serve [--config F] [--addr 127.0.0.1:8080] [--stage N] [--payload-key-file F ...] [--payload-lifetime D] [--insecure] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--log-level L]"
 
 // payloadKeyEnv names the environment variable that holds the /v1/run
 // payload key when --payload-key-file is not given.
@@ -41,7 +42,10 @@ func serve(ctx context.Context, env Env, args []string) int {
 	config := fs.String("config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline)")
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 	stage := fs.Int("stage", -1, "serve only this stage's POST /v1/run: a headless stage server")
-	payloadKeyFile := fs.String("payload-key-file", "", "file holding the key that signs /v1/run payloads (AES-GMAC, keys derived by HKDF-SHA256); default: $"+payloadKeyEnv+", or unsigned")
+	var payloadKeyFiles multiFlag
+	fs.Var(&payloadKeyFiles, "payload-key-file", "file holding a key that signs /v1/run payloads (AES-GMAC, keys derived by HKDF-SHA256); repeat it for a key ring: the last file's key signs, every file's key is accepted, and SIGHUP reads the files again; default: $"+payloadKeyEnv+", or unsigned")
+	payloadLifetime := fs.Duration("payload-lifetime", payload.DefaultLifetime, "refuse /v1/run payloads and streams issued longer ago than this (or more than 30s ahead of this server's clock); 0 = never")
+	insecure := fs.Bool("insecure", false, "serve unsigned /v1/run payloads on an address beyond loopback (without it, such a server needs a payload key)")
 	apiKeyFile := fs.String("api-key-file", "", "file holding the API key clients must send as a bearer token (/health and /ready stay open)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "how long a stop waits for requests in flight before aborting them")
 	maxConns := fs.Int("max-conns", api.DefaultMaxConns, "connections open at once; more wait to be accepted")
@@ -62,6 +66,10 @@ func serve(ctx context.Context, env Env, args []string) int {
 	}
 	if *shutdownTimeout <= 0 || *maxConns <= 0 {
 		fmt.Fprintln(env.Stderr, "omnistage serve: --shutdown-timeout and --max-conns must be positive")
+		return ExitUsage
+	}
+	if *payloadLifetime < 0 {
+		fmt.Fprintln(env.Stderr, "omnistage serve: --payload-lifetime must not be negative (0 = payloads never expire)")
 		return ExitUsage
 	}
 	cfg, err := env.loadConfig(*config)
@@ -93,9 +101,14 @@ func serve(ctx context.Context, env Env, args []string) int {
 		}
 		opts.Stage = stage
 	}
-	payloadKey, err := readKey(*payloadKeyFile, env.Getenv)
+	ring, err := loadRing(payloadKeyFiles, env.Getenv)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage serve: --payload-key-file: %v\n", err)
+		return ExitUsage
+	}
+	// A worker listens on loopback, with a key its parent chose.
+	if ring == nil && !asWorker && !*insecure && !loopbackOnly(*addr) {
+		fmt.Fprint(env.Stderr, unsignedRefusal(*addr))
 		return ExitUsage
 	}
 	if asWorker {
@@ -125,7 +138,7 @@ func serve(ctx context.Context, env Env, args []string) int {
 	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: level})))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	codec := payload.NewCodec([]byte(payloadKey))
+	codec := payload.NewRingCodec(ring, payload.WithLifetime(*payloadLifetime))
 	// Remote stages sign their hops with this server's key; worker
 	// processes write their output where this server does.
 	orchOpts := env.orchestratorOptions(cfg, codec, tracing.TracerProvider())
@@ -150,8 +163,20 @@ func serve(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
 		return ExitFailure
 	}
-	if payloadKey == "" {
+	if ring == nil {
 		log.Warn("/v1/run payloads are not signed: set --payload-key-file or " + payloadKeyEnv + " when stage servers are reachable by others")
+	} else if !asWorker {
+		log.Info("payload keys", "keys", ring.String(), "signing_key", ring.Newest().String(), "lifetime", payloadLifetime.String())
+	}
+	if !asWorker {
+		// From here on SIGHUP reloads the key files instead of ending the
+		// process.
+		reloader := newKeyReloader(log, payloadKeyFiles, codec)
+		rctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { reloader.Run(rctx) })
+		defer wg.Wait()
+		defer stop()
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -204,7 +229,10 @@ func readKey(file string, getenv func(string) string) (string, error) {
 		return "", errors.New("no key file")
 	}
 	if len(key) < minKeyLen {
-		return "", fmt.Errorf("the key is %d bytes long; use at least %d (e.g. openssl rand -hex 32)", len(key), minKeyLen)
+		if file != "" {
+			return "", fmt.Errorf("%s: the key is %d bytes long; use at least %d (e.g. head -c 32 /dev/urandom | base64 > %s)", file, len(key), minKeyLen, file)
+		}
+		return "", fmt.Errorf("the key is %d bytes long; use at least %d (e.g. head -c 32 /dev/urandom | base64)", len(key), minKeyLen)
 	}
 	return key, nil
 }

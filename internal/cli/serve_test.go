@@ -1,16 +1,9 @@
 package cli
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/omnistage/omnistage/internal/testkit"
-
-	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/testengine"
 )
 
 const echoPipeline = `pipeline:
@@ -25,50 +18,13 @@ const echoPipeline = `pipeline:
 // ready, sends a request, then cancels its context as a signal would and
 // checks that it drains and exits cleanly.
 func TestServeRunsUntilCancelled(t *testing.T) {
-	addr := testkit.FreeAddr(t)
-	var stderr testkit.SyncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	env := Env{
-		Stdin: strings.NewReader(""), Stdout: &stderr, Stderr: &stderr, Getenv: func(string) string { return "" },
-		Engines: func(r *engine.Registry) { testengine.Register(r, nil, "test-a", "test-b") },
+	s := startServe(t, nil, "--config", writeConfig(t, echoPipeline))
+	status, m := s.post(t, "/v1/generate", map[string]any{"input": "hi"})
+	if status != http.StatusOK {
+		t.Errorf("generate: %d %v", status, m)
 	}
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, env, []string{"serve", "--config", writeConfig(t, echoPipeline), "--addr", addr})
-	}()
-	base := "http://" + addr
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(base + "/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server never ready; output:\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	resp, err := http.Post(base+"/v1/generate", "application/json", strings.NewReader(`{"input": "hi"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("generate: %d", resp.StatusCode)
-	}
-	http.DefaultClient.CloseIdleConnections()
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("exit %d; output:\n%s", code, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop after cancellation")
+	if code := s.stop(t); code != ExitOK {
+		t.Errorf("exit %d; output:\n%s", code, s.stderr)
 	}
 }
 

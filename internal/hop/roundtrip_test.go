@@ -68,7 +68,7 @@ func TestCallerServerRoundTrip(t *testing.T) {
 		job = &engine.Job{RequestID: "r2", StageID: stage, In: engine.NewSliceSource(input...), Out: &engine.SliceSink{}}
 		err = forger.Call(context.Background(), url, job)
 		var he *hop.HTTPError
-		if !errors.As(err, &he) || he.Status != 400 || he.Code != payload.CodeSignatureInvalid {
+		if !errors.As(err, &he) || he.Status != 400 || he.Code != payload.CodeKeyUnknown {
 			t.Errorf("stage %d, another key: %v", stage, err)
 		}
 	}

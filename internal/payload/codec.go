@@ -3,9 +3,12 @@ package payload
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	fastb64 "github.com/segmentio/asm/base64"
@@ -18,10 +21,23 @@ import (
 // says otherwise: about 17 minutes of 16 kHz audio.
 const DefaultMaxSize = 32 << 20
 
+// DefaultLifetime is the payload lifetime that omnistage serve gives its
+// codec unless told otherwise (--payload-lifetime): a payload or stream
+// issued longer ago is refused. A Codec's own default is no expiry.
+const DefaultLifetime = 10 * time.Minute
+
+// ClockSkew is how far in the future, by the reader's clock, a payload or
+// stream may have been issued and still be accepted by a codec with a
+// lifetime: the clocks of two servers differ a little.
+const ClockSkew = 30 * time.Second
+
 const (
-	magic      = "OSTG"
-	headerLen  = len(magic) + 2 // magic, version, flags
-	flagSigned = 1 << 0         // a tag follows the body
+	magic = "OSTG"
+	// stampLen is the length of the key id and issued-at time that a
+	// payload's header and a stream's preamble hold.
+	stampLen   = keyIDLen + 8
+	headerLen  = len(magic) + 2 + stampLen // magic, version, flags, key id, issued at
+	flagSigned = 1 << 0                    // a tag follows the body
 )
 
 // b64 is the text encoding of payloads, with SIMD (AVX2 on amd64; on 10 s
@@ -39,10 +55,12 @@ var (
 // Codec turns envelopes into payloads, binary (Marshal) or as the opaque
 // stage_input strings of /v1/run (Encode), and back; it also writes and
 // reads payload streams (NewStreamWriter, NewStreamReader). It is safe for
-// concurrent use.
+// concurrent use, SetRing included.
 type Codec struct {
-	mac     *macer // nil without a key
-	maxSize int
+	ring     atomic.Pointer[Ring] // nil without a key
+	maxSize  int
+	lifetime time.Duration // 0: no expiry
+	now      func() time.Time
 }
 
 // Option configures a Codec.
@@ -59,24 +77,64 @@ func WithMaxSize(n int) Option {
 	}
 }
 
-// NewCodec returns a codec that signs with key and refuses payloads and
-// streams not signed with it (see the package documentation for the MAC).
-// An empty key means no signing: payloads and streams are written unsigned
-// and the tags of signed ones are ignored, since there is nothing to check
-// them with. key is copied.
-func NewCodec(key []byte, opts ...Option) *Codec {
-	c := &Codec{maxSize: DefaultMaxSize}
-	if len(key) > 0 {
-		c.mac = newMacer(bytes.Clone(key))
+// WithLifetime makes the codec refuse payloads and streams issued more
+// than d ago, or more than ClockSkew in the future, by its clock; d <= 0
+// means no expiry, the default.
+func WithLifetime(d time.Duration) Option {
+	return func(c *Codec) { c.lifetime = max(d, 0) }
+}
+
+// WithClock sets the clock that stamps payloads and streams with the time
+// they were issued and that checks their lifetime; the default is
+// time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(c *Codec) {
+		if now != nil {
+			c.now = now
+		}
 	}
+}
+
+// NewCodec returns a codec that signs with key and refuses payloads and
+// streams not signed with it (see the package documentation for the MAC):
+// NewRingCodec with a ring of that one key. An empty key means no
+// signing: payloads and streams are written unsigned and the tags of
+// signed ones are ignored, since there is nothing to check them with. key
+// is copied.
+func NewCodec(key []byte, opts ...Option) *Codec {
+	var r *Ring
+	if len(key) > 0 {
+		r = &Ring{keys: []*macer{newMacer(key)}}
+	}
+	return NewRingCodec(r, opts...)
+}
+
+// NewRingCodec returns a codec that signs with the newest key of r and
+// refuses payloads and streams not signed with one of its keys; a nil r
+// means no signing, as for NewCodec with an empty key.
+func NewRingCodec(r *Ring, opts ...Option) *Codec {
+	c := &Codec{maxSize: DefaultMaxSize, now: time.Now}
+	c.ring.Store(r)
 	for _, o := range opts {
 		o(c)
 	}
 	return c
 }
 
+// SetRing replaces the codec's keys with r, at once for every payload and
+// stream begun after it: a server reloading its key files calls it while
+// the codec is in use. A nil r makes the codec unsigned.
+func (c *Codec) SetRing(r *Ring) { c.ring.Store(r) }
+
+// Ring returns the codec's keys, nil when it has none.
+func (c *Codec) Ring() *Ring { return c.ring.Load() }
+
 // Signed reports whether the codec has a key.
-func (c *Codec) Signed() bool { return c.mac != nil }
+func (c *Codec) Signed() bool { return c.ring.Load() != nil }
+
+// Lifetime returns how long after they were issued the codec accepts
+// payloads and streams; 0 means for ever.
+func (c *Codec) Lifetime() time.Duration { return c.lifetime }
 
 // MaxSize returns the largest payload, in bytes before base64, and the
 // largest stream frame body the codec accepts.
@@ -97,32 +155,33 @@ func (c *Codec) Marshal(e *Envelope) ([]byte, error) {
 
 // marshal appends the binary payload of e to b.
 func (c *Codec) marshal(b []byte, e *Envelope) ([]byte, error) {
+	var signer *macer
+	if r := c.ring.Load(); r != nil {
+		signer = r.signer()
+	}
 	start := len(b)
-	b, err := c.body(b, e)
-	if err != nil || c.mac == nil {
+	b, err := c.body(b, e, signer)
+	if err != nil || signer == nil {
 		return b, err
 	}
-	return c.mac.sealPayload(b, start), nil
+	return signer.sealPayload(b, start), nil
 }
 
 // body appends the binary payload of e without its tag to b, after
-// checking e and that the payload, tag included, fits in MaxSize.
-func (c *Codec) body(b []byte, e *Envelope) ([]byte, error) {
+// checking e and that the payload, tag included, fits in MaxSize; signer
+// is the key that will sign it, nil for none.
+func (c *Codec) body(b []byte, e *Envelope, signer *macer) ([]byte, error) {
 	if err := e.validate(); err != nil {
 		return nil, fmt.Errorf("payload: cannot encode an invalid envelope: %s", err.Message)
 	}
 	start := len(b)
-	flags := byte(0)
-	if c.mac != nil {
-		flags = flagSigned
-	}
-	b = append(append(b, magic...), FormatVersion, flags)
+	b = c.appendStamp(append(b, magic...), FormatVersion, signer)
 	b, err := encodeMap(envelopeSchema, b, e)
 	if err != nil {
 		return nil, fmt.Errorf("payload: encode: %w", err)
 	}
 	n := len(b) - start
-	if c.mac != nil {
+	if signer != nil {
 		n += sealLen
 	}
 	if n > c.maxSize {
@@ -196,12 +255,15 @@ func (c *Codec) Decode(s string, want Expect) (*Envelope, error) {
 }
 
 func (c *Codec) unmarshal(b []byte, want *Expect) (*Envelope, error) {
-	body, seal, err := c.open(b)
+	body, seal, key, err := c.open(b)
 	if err != nil {
 		return nil, err
 	}
-	if seal != nil && !c.mac.checkPayload(b[:headerLen+len(body)], seal) {
+	if seal != nil && !key.checkPayload(b[:headerLen+len(body)], seal) {
 		return nil, newError(CodeSignatureInvalid, "payload signature does not match: it was altered, or signed with another key; give every stage server the same payload key")
+	}
+	if err := c.checkIssued("payload", b[len(magic)+2+keyIDLen:headerLen]); err != nil {
+		return nil, err
 	}
 	e, err := decodeEnvelope(body)
 	if err != nil {
@@ -225,35 +287,104 @@ func decodeEnvelope(body []byte) (*Envelope, *Error) {
 	return e, nil
 }
 
-// open checks the header of a binary payload and returns its msgpack body
-// and its seal (nonce and tag): nil when the payload is unsigned or the
-// codec has no key, since then there is nothing to check.
-func (c *Codec) open(bin []byte) (body, seal []byte, err *Error) {
-	if len(bin) < headerLen || string(bin[:len(magic)]) != magic {
-		return nil, nil, newError(CodeBadMagic, "stage_input is not an omnistage payload; pass the stage_input of the previous /v1/run response unchanged")
+// open checks the header of a binary payload and returns its msgpack body,
+// its seal (nonce and tag) and the key to check the seal with: no seal and
+// no key when the payload is unsigned or the codec has no key, since then
+// there is nothing to check.
+func (c *Codec) open(bin []byte) (body, seal []byte, key *macer, err *Error) {
+	if len(bin) < len(magic)+2 || string(bin[:len(magic)]) != magic {
+		return nil, nil, nil, newError(CodeBadMagic, "stage_input is not an omnistage payload; pass the stage_input of the previous /v1/run response unchanged")
 	}
 	if v := bin[len(magic)]; v != FormatVersion {
-		return nil, nil, newError(CodeUnsupportedVersion, "payload has format version %d, this server reads version %d; run every stage server from the same omnistage release", v, FormatVersion)
+		return nil, nil, nil, newError(CodeUnsupportedVersion, "payload has format version %d, this server reads version %d; run every stage server from the same omnistage release", v, FormatVersion)
+	}
+	if len(bin) < headerLen {
+		return nil, nil, nil, newError(CodeUndecodable, "payload is %d bytes, too short to hold its header", len(bin))
 	}
 	flags := bin[len(magic)+1]
-	if flags&^flagSigned != 0 {
-		return nil, nil, newError(CodeUnsupportedVersion, "payload header has flags 0x%02x, which format version %d does not define", flags, FormatVersion)
+	key, err = c.keyFor("payload", flags, bin[len(magic)+2:len(magic)+2+keyIDLen])
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	body = bin[headerLen:]
 	if flags&flagSigned == 0 {
-		if c.mac != nil {
-			return nil, nil, newError(CodeSignatureMissing, "payload is not signed, but this server only accepts signed payloads; give every stage server the same payload key")
-		}
-		return body, nil, nil
+		return body, nil, nil, nil
 	}
 	if len(body) < sealLen {
-		return nil, nil, newError(CodeSignatureInvalid, "payload is too short to hold its signature (was it truncated?)")
+		return nil, nil, nil, newError(CodeSignatureInvalid, "payload is too short to hold its signature (was it truncated?)")
 	}
 	body, seal = body[:len(body)-sealLen], body[len(body)-sealLen:]
-	if c.mac == nil {
-		return body, nil, nil
+	if key == nil {
+		return body, nil, nil, nil
 	}
-	return body, seal, nil
+	return body, seal, key, nil
+}
+
+// appendStamp appends to b the version byte, the flags, the key id and
+// the issued-at time of a payload header or stream preamble signed by
+// signer (nil: unsigned).
+func (c *Codec) appendStamp(b []byte, version byte, signer *macer) []byte {
+	if signer == nil {
+		b = append(b, version, 0)
+		b = append(b, noKey[:]...)
+	} else {
+		b = append(b, version, flagSigned)
+		b = append(b, signer.id[:]...)
+	}
+	return binary.BigEndian.AppendUint64(b, uint64(c.now().UnixMilli()))
+}
+
+// keyFor checks the flags and key id of a payload header or stream
+// preamble (what) and returns the key that checks its tags: nil when it is
+// unsigned or the codec has no key.
+func (c *Codec) keyFor(what string, flags byte, id []byte) (*macer, *Error) {
+	if flags&^flagSigned != 0 {
+		return nil, newError(CodeUnsupportedVersion, "%s header has flags 0x%02x, which its format version does not define", what, flags)
+	}
+	r := c.ring.Load()
+	if flags&flagSigned == 0 {
+		if r != nil {
+			return nil, newError(CodeSignatureMissing, "%s is not signed, but this server only accepts signed payloads and streams; give every stage server the same payload key", what)
+		}
+		if string(id) != string(noKey[:]) {
+			return nil, newError(CodeUndecodable, "%s is not signed but names the payload key %x; an unsigned header names none", what, id)
+		}
+		return nil, nil
+	}
+	if r == nil {
+		return nil, nil
+	}
+	key := r.key(id)
+	if key == nil {
+		return nil, r.unknownKey(what, id)
+	}
+	return key, nil
+}
+
+// noKey is the key id of an unsigned payload or stream.
+var noKey KeyID
+
+// checkIssued checks the issued-at time of a payload or stream (what), the
+// 8 bytes b, against the codec's lifetime.
+func (c *Codec) checkIssued(what string, b []byte) *Error {
+	if c.lifetime <= 0 {
+		return nil
+	}
+	issued := int64(binary.BigEndian.Uint64(b))
+	now := c.now().UnixMilli()
+	switch {
+	case issued < now-c.lifetime.Milliseconds():
+		return newError(CodeExpired, "%s was issued %s ago, longer than this server's payload lifetime of %s (--payload-lifetime): a payload must reach the next stage soon after the previous stage made it; start the request again from stage 0", what, ago(now, issued), c.lifetime)
+	case issued > now+ClockSkew.Milliseconds():
+		return newError(CodeFromFuture, "%s was issued %s in the future by this server's clock, more than the %s allowed for clock skew; synchronize the clocks of the stage servers (NTP)", what, ago(issued, now), ClockSkew)
+	}
+	return nil
+}
+
+// ago formats the time from the Unix time in milliseconds then to now,
+// saturating for times that a real clock never shows.
+func ago(now, then int64) time.Duration {
+	return time.UnixMilli(now).Sub(time.UnixMilli(then)).Round(time.Millisecond)
 }
 
 // decodeBase64 decodes src into dst with b64, and returns the standard

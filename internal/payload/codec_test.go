@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -39,7 +40,7 @@ func TestRoundTrip(t *testing.T) {
 	} {
 		for _, key := range [][]byte{nil, testKey} {
 			t.Run(tc.name+map[bool]string{false: "/unsigned", true: "/signed"}[key != nil], func(t *testing.T) {
-				c := NewCodec(key)
+				c := NewCodec(key, WithClock(testClock))
 				s, err := c.Encode(tc.e)
 				if err != nil {
 					t.Fatal(err)
@@ -51,7 +52,7 @@ func TestRoundTrip(t *testing.T) {
 				if !reflect.DeepEqual(got, tc.e) {
 					t.Errorf("round trip changed the envelope:\n got %+v\nwant %+v", got, tc.e)
 				}
-				prefix := map[bool]string{false: "T1NURwIA", true: "T1NURwIB"}[key != nil]
+				prefix := map[bool]string{false: "T1NURwMA", true: "T1NURwMB"}[key != nil]
 				if !strings.HasPrefix(s, prefix) {
 					t.Errorf("payload starts %q, want %q", s[:8], prefix)
 				}
@@ -165,18 +166,40 @@ func TestBadPayloads(t *testing.T) {
 		{"empty", func(testing.TB) string { return "" }, nil, Expect{}, CodeBadMagic, "not an omnistage payload"},
 		{"bad magic", func(testing.TB) string { return wrap([]byte("OSTX\x01\x00\x80")) }, nil, Expect{}, CodeBadMagic, "not an omnistage payload"},
 		{"short header", func(testing.TB) string { return wrap([]byte("OSTG\x01")) }, nil, Expect{}, CodeBadMagic, "not an omnistage payload"},
-		{"version 1", rawBody(1, 0, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "format version 1, this server reads version 2"},
-		{"version 3", rawBody(3, 0, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "format version 3, this server reads version 2"},
-		{"version 0", rawBody(0, 0, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "format version 0, this server reads version 2"},
+		{"version 2", rawBody(2, 0, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "format version 2, this server reads version 3"},
+		{"version 4", rawBody(4, 0, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "format version 4, this server reads version 3"},
+		{"version 0", rawBody(0, 0, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "format version 0, this server reads version 3"},
+		{"short version 3 header", func(testing.TB) string { return wrap([]byte("OSTG\x03\x00\x00")) }, nil, Expect{}, CodeUndecodable, "too short to hold its header"},
 		{"unknown flags", rawBody(FormatVersion, 0x04, []byte{0x80}), nil, Expect{}, CodeUnsupportedVersion, "flags 0x04"},
 		{"unsigned to keyed server", func(t testing.TB) string { return valid(t, base(textChunk("hi"))) }, NewCodec(testKey), Expect{}, CodeSignatureMissing, "only accepts signed payloads"},
-		{"signed with another key", func(t testing.TB) string {
+		{"signed with an unknown key", func(t testing.TB) string {
 			s, err := NewCodec([]byte("another key")).Encode(base(textChunk("hi")))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s
+		}, NewCodec(testKey), Expect{}, CodeKeyUnknown, "signed with payload key " + hexID([]byte("another key")) + ", which this server does not hold (its keys: " + hexID(testKey) + ")"},
+		{"signed with another key under a known id", func(t testing.TB) string {
+			b := unwrap(t, rawSigned(t, []byte("another key"), base(textChunk("hi"))))
+			copy(b[6:], referenceKeyID(testKey))
+			return wrap(b)
 		}, NewCodec(testKey), Expect{}, CodeSignatureInvalid, "altered, or signed with another key"},
+		{"key id altered", func(t testing.TB) string {
+			b := unwrap(t, signed(t, base(textChunk("hi"))))
+			copy(b[6:], referenceKeyID(testKey))
+			b[6] ^= 1
+			return wrap(b)
+		}, NewCodec(testKey), Expect{}, CodeKeyUnknown, "which this server does not hold"},
+		{"issued-at altered", func(t testing.TB) string {
+			b := unwrap(t, signed(t, base(textChunk("hi"))))
+			b[headerLen-1] ^= 1
+			return wrap(b)
+		}, NewCodec(testKey), Expect{}, CodeSignatureInvalid, "signature does not match"},
+		{"unsigned with a key id", func(t testing.TB) string {
+			b := unwrap(t, valid(t, base(textChunk("hi"))))
+			b[6] = 1
+			return wrap(b)
+		}, nil, Expect{}, CodeUndecodable, "not signed but names the payload key 0100000000000000"},
 		{"signed body altered", func(t testing.TB) string {
 			b := unwrap(t, signed(t, base(textChunk("hi"))))
 			b[len(b)-sealLen-1] ^= 'h' ^ 'H'
@@ -188,7 +211,10 @@ func TestBadPayloads(t *testing.T) {
 			b[5] = 0
 			return wrap(b)
 		}, NewCodec(testKey), Expect{}, CodeSignatureMissing, "not signed"},
-		{"tag truncated", func(t testing.TB) string { return wrap(frame(FormatVersion, flagSigned, []byte{1, 2, 3}, nil)) }, NewCodec(testKey), Expect{}, CodeSignatureInvalid, "too short to hold its signature"},
+		{"tag truncated", func(t testing.TB) string {
+			b := append([]byte(magic), FormatVersion, flagSigned)
+			return wrap(append(append(b, stamp(testKey, testIssued)...), 1, 2, 3))
+		}, NewCodec(testKey), Expect{}, CodeSignatureInvalid, "too short to hold its signature"},
 		{"body not a map", rawBody(FormatVersion, 0, []byte{0x2a}), nil, Expect{}, CodeUndecodable, "want a map, got an integer"},
 		{"body truncated", func(t testing.TB) string {
 			b := unwrap(t, valid(t, base(audioChunk(100))))
@@ -232,7 +258,7 @@ func TestBadPayloads(t *testing.T) {
 			b = append(b[:len(b)-1], 0xdd, 0xff, 0xff, 0xff, 0xff)
 			return wrap(frame(FormatVersion, 0, b, nil))
 		}, nil, Expect{}, CodeUndecodable, "data: the payload ends early"},
-		{"body version 3", editBody(func(m map[string]any) { m["v"] = 3 }), nil, Expect{}, CodeUndecodable, "header says format version 2 but its body says 3"},
+		{"body version 2", editBody(func(m map[string]any) { m["v"] = 2 }), nil, Expect{}, CodeUndecodable, "header says format version 3 but its body says 2"},
 		{"trace is an integer", editBody(func(m map[string]any) { m["tp"] = 1 }), nil, Expect{}, CodeUndecodable, "trace: want a string, got an integer"},
 		{"trace not UTF-8", with(func(e *Envelope) { e.Trace = "00-\xff" }), nil, Expect{}, CodeUndecodable, "payload's trace is not valid UTF-8"},
 		{"no transfer id key", editBody(func(m map[string]any) { delete(m, "x") }), nil, Expect{}, CodeMissingField, "payload has no transfer_id field"},
@@ -497,9 +523,9 @@ func TestGolden(t *testing.T) {
 	for _, tc := range []struct {
 		file string
 		key  []byte
-	}{{"v2-unsigned.golden", nil}, {"v2-signed.golden", testKey}} {
+	}{{"v3-unsigned.golden", nil}, {"v3-signed.golden", testKey}} {
 		t.Run(tc.file, func(t *testing.T) {
-			c := NewCodec(tc.key)
+			c := NewCodec(tc.key, WithClock(testClock))
 			s, err := c.Encode(e)
 			if err != nil {
 				t.Fatal(err)
@@ -533,17 +559,18 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
-	// A payload of the previous format version is refused, not misread.
-	for _, file := range []string{"v1-unsigned.golden", "v1-signed.golden"} {
+	// A payload of a previous format version is refused, not misread.
+	for _, file := range []string{"v1-unsigned.golden", "v1-signed.golden", "v2-unsigned.golden", "v2-signed.golden"} {
 		t.Run(file, func(t *testing.T) {
 			golden, err := os.ReadFile(filepath.Join("testdata", file))
 			if err != nil {
 				t.Fatal(err)
 			}
+			msg := fmt.Sprintf("format version %c, this server reads version %d", file[1], FormatVersion)
 			_, err = NewCodec(testKey).Decode(strings.TrimSuffix(string(golden), "\n"), expect(1))
 			var pe *Error
-			if !errors.As(err, &pe) || pe.Code != CodeUnsupportedVersion || !strings.Contains(pe.Message, "format version 1, this server reads version 2") {
-				t.Fatalf("Decode of a version 1 payload = %v; want %s", err, CodeUnsupportedVersion)
+			if !errors.As(err, &pe) || pe.Code != CodeUnsupportedVersion || !strings.Contains(pe.Message, msg) {
+				t.Fatalf("Decode of %s = %v; want %s: %s", file, err, CodeUnsupportedVersion, msg)
 			}
 		})
 	}
@@ -554,7 +581,7 @@ func TestGolden(t *testing.T) {
 // allocating more than the payload holds, however often it is repeated.
 func TestHugeLengthsAllocateLittle(t *testing.T) {
 	huge := []byte{0xff, 0xff, 0xff, 0xf0}
-	prefix := []byte{0x8d, 0xa1, 'v', FormatVersion, 0xa1, 'p'} // {"v": 2, "p": ...
+	prefix := []byte{0x8d, 0xa1, 'v', FormatVersion, 0xa1, 'p'} // {"v": 3, "p": ...
 	for _, tc := range []struct {
 		name string
 		code byte

@@ -17,18 +17,22 @@
 //
 //	offset  size  content
 //	0       4     magic "OSTG"
-//	4       1     format version, FormatVersion (2)
+//	4       1     format version, FormatVersion (3)
 //	5       1     flags: bit 0 set = signed; the other bits are 0
-//	6       n     body: an envelope map (see Bodies)
-//	6+n     16    when signed: the nonce, random bytes new for every payload
-//	22+n    16    when signed: the tag of bytes 0..6+n (see Signing)
+//	6       8     key id: when signed, the KeyID of the key that signed it;
+//	              zeros when unsigned
+//	14      8     issued at: when the payload was made, Unix time in
+//	              milliseconds, big-endian
+//	22      n     body: an envelope map (see Bodies)
+//	22+n    16    when signed: the nonce, random bytes new for every payload
+//	38+n    16    when signed: the tag of bytes 0..22+n (see Signing)
 //
 // The stage_input string of /v1/run, for JSON (Codec.Encode,
 // Codec.Decode), is the URL-safe base64 encoding without padding (RFC 4648
 // §5, "raw URL") of the binary form. It needs no escaping in JSON, URLs or
 // headers. Decoding is strict: padding, line breaks and non-zero trailing
-// bits are refused, so a payload has exactly one spelling. Every version 2
-// payload starts with "T1NURwIA" (unsigned) or "T1NURwIB" (signed).
+// bits are refused, so a payload has exactly one spelling. Every version 3
+// payload starts with "T1NURwMA" (unsigned) or "T1NURwMB" (signed).
 //
 // # Payload streams
 //
@@ -37,9 +41,12 @@
 //
 //	preamble offset  size  content
 //	         0       4     magic "OSTS"
-//	         4       1     stream format version, StreamVersion (1)
+//	         4       1     stream format version, StreamVersion (2)
 //	         5       1     flags: bit 0 set = signed; the other bits are 0
-//	         6       16    nonce: random bytes, new for every stream
+//	         6       8     key id, as in a payload's header
+//	         14      8     issued at: when the stream was begun, as in a
+//	                       payload's header
+//	         22      16    nonce: random bytes, new for every stream
 //	frame    0       1     kind
 //	         1       4     body length n, big-endian, at most the codec's MaxSize
 //	         5       n     body
@@ -163,10 +170,11 @@
 //	prk      = HKDF-Extract(SHA-256, salt: none, the configured key)
 //	K(info)  = HKDF-Expand(SHA-256, prk, info, 32 bytes)
 //	tag(K, i, m) = GMAC(K, 12-byte nonce: i big-endian, additional data: m)
+//	key id   = HKDF-Expand(SHA-256, prk, "omnistage key id\x00", 8 bytes)
 //
-// A payload's tag is tag(K("omnistage payload GMAC key\x00" || its 6 header
-// bytes || its nonce), 0, its header and body). A stream's key is
-// K("omnistage stream GMAC key\x00" || its 22 preamble bytes), and frame i
+// A payload's tag is tag(K("omnistage payload GMAC key\x00" || its 22
+// header bytes || its nonce), 0, its header and body). A stream's key is
+// K("omnistage stream GMAC key\x00" || its 38 preamble bytes), and frame i
 // (the header frame is frame 0) has tag(that key, i, the frame's kind,
 // length and body). A key thus never sees a GCM nonce twice, and a frame's
 // tag covers the preamble and the frame's place: a frame that is altered,
@@ -182,25 +190,59 @@
 // constant time. A Codec without a key writes unsigned payloads and streams
 // and reads signed ones without checking their tags: it cannot check them,
 // and it accepts unsigned ones anyway. The signature proves the bytes came
-// from a server holding the key; it does not hide them and does not stop a
-// whole payload or stream from being replayed.
+// from a server holding the key; it does not hide them. It covers the
+// header, so the key id and the issued-at time cannot be changed either;
+// a whole payload or stream can still be replayed within its lifetime.
+//
+// # Keys and expiry
+//
+// A Codec's keys are a Ring (NewRingCodec; NewCodec makes a ring of one):
+// an ordered list whose last key, the newest, signs everything the codec
+// writes, and any of whose keys is accepted. The header names the signing
+// key by its id, so the reader checks the tag with that key alone, and a
+// key id that the reader's ring lacks is refused with CodeKeyUnknown,
+// naming the key ids on both sides. The id reveals nothing of the key: it
+// is an HKDF output, the same wherever the key is configured (a file, an
+// environment variable). Codec.SetRing replaces the ring atomically while
+// the codec is in use: what is begun afterwards is signed and checked with
+// the new ring, a payload or stream under way keeps the key it started
+// with. Rotating keys without refusing anything in flight takes two steps
+// on every server: first add the new key as an older key of the ring (it
+// is accepted, not yet used), then, once every server holds it, make it
+// the newest; the old key can go once nothing it signed is still within
+// its lifetime.
+//
+// Every payload and stream carries the time it was issued, by the
+// writer's clock (WithClock). A codec with a lifetime (WithLifetime;
+// omnistage serve gives its codec DefaultLifetime unless told otherwise)
+// refuses a payload or stream issued longer ago than the lifetime
+// (CodeExpired), or more than ClockSkew ahead of its own clock
+// (CodeFromFuture); a codec without one, the default, takes any time (a
+// coordinator that only passes payloads on has no use for it). A stream
+// is checked once, when its header frame arrives, however long it then
+// lasts. Each stage issues its own payload, so the lifetime bounds the
+// time between one stage's answer and the next stage's call, not a whole
+// request. The issued-at time of a signed payload or stream is checked
+// only after its tag, so a refusal for expiry is never a forgery's.
 //
 // # Checks
 //
 // Unmarshal checks, in order: the size, the magic, the version and flags,
-// the signature, the msgpack structure, then the envelope against the
-// server's Expect: its pipeline and digest, the stage ids against the
-// pipeline, that it is addressed to this server's stage, its required
-// fields, its sampling_params length, and every chunk's structure. Decode
-// first checks the size (before decoding the base64) and the base64.
+// the key id, the signature, the issued-at time, the msgpack structure,
+// then the envelope against the server's Expect: its pipeline and digest,
+// the stage ids against the pipeline, that it is addressed to this
+// server's stage, its required fields, its sampling_params length, and
+// every chunk's structure. Decode first checks the size (before decoding
+// the base64) and the base64.
 //
-// A StreamReader checks the preamble (magic, version, flags, and that a
-// keyed reader gets a signed stream), then each frame as it arrives: its
-// length against MaxSize before reading its body (whose buffer grows only
-// as bytes arrive), its tag, its kind against the grammar, then its body:
-// a header envelope as Unmarshal checks an envelope (against an Expect when
-// the reader has one), a chunk as Unmarshal checks the chunks of an
-// envelope's data, an error map for a status in 400..599 and a message.
+// A StreamReader checks the preamble (magic, version, flags, that a keyed
+// reader gets a signed stream, the key id), then each frame as it arrives:
+// its length against MaxSize before reading its body (whose buffer grows
+// only as bytes arrive), its tag, for the header frame the stream's
+// issued-at time, its kind against the grammar, then its body: a header
+// envelope as Unmarshal checks an envelope (against an Expect when the
+// reader has one), a chunk as Unmarshal checks the chunks of an envelope's
+// data, an error map for a status in 400..599 and a message.
 //
 // Every failure of the input is an *Error whose Code says which check
 // failed. A StreamReader whose reader fails returns an error that wraps the
@@ -214,7 +256,10 @@
 // stream's preamble, framing and tags. A change to a layout, to the
 // meaning of a key, to the flags or to the MAC gets a new version; version
 // 2 differs from version 1 by the MAC (GMAC with a nonce in the payload,
-// where version 1 had HMAC-SHA256) and the optional trace key. A server
+// where version 1 had HMAC-SHA256) and the optional trace key; version 3
+// (stream version 2) adds the key id and the issued-at time to the header
+// (the preamble), so payloads and streams of the releases before are
+// refused by those after, and the other way round. A server
 // reads only its own versions and refuses any other with
 // CodeUnsupportedVersion, naming both: stage servers of one deployment run
 // the same release, and a request in flight across an upgrade is retried

@@ -9,7 +9,7 @@ import (
 // FormatVersion is the payload format this package writes and the only one
 // it reads: the version byte of every payload's header and the "v" of every
 // envelope, in payloads and in stream header frames.
-const FormatVersion = 2
+const FormatVersion = 3
 
 // Envelope is everything one stage hands to the next through POST /v1/run.
 // It is self-contained: the server that receives it needs nothing else about

@@ -38,6 +38,15 @@ const (
 	CodeWrongPipeline = "payload_wrong_pipeline"
 	// CodeBadChunk: a data chunk is structurally invalid.
 	CodeBadChunk = "payload_bad_chunk"
+	// CodeKeyUnknown: the payload or stream is signed with a key (named
+	// by its KeyID) that the codec's ring does not hold.
+	CodeKeyUnknown = "payload_key_unknown"
+	// CodeExpired: the payload or stream was issued longer ago than the
+	// codec's lifetime.
+	CodeExpired = "payload_expired"
+	// CodeFromFuture: the payload or stream was issued more than
+	// ClockSkew in the future by the codec's clock.
+	CodeFromFuture = "payload_from_future"
 	// CodeTruncated: a stream ends before its end or error frame, at a
 	// frame boundary or inside a frame. The peer went away or cut the
 	// stream; Err is io.ErrUnexpectedEOF (or the reader's own error that

@@ -1,10 +1,14 @@
 package payload
 
 import (
+	"crypto/hkdf"
 	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -15,7 +19,34 @@ var (
 	testKey    = []byte("test key: 32 bytes of something.")
 	testDigest = sha256.Sum256([]byte("tts pipeline, route 0 1 2"))
 	testTrace  = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	// testIssued is when the payloads and streams that tests build by
+	// hand were issued, and the time of testClock.
+	testIssued = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 )
+
+// testClock is a clock that shows testIssued.
+func testClock() time.Time { return testIssued }
+
+// referenceKeyID is the id of key as the package documentation defines
+// it, written out independently of keys.go: the first 8 bytes of HKDF of
+// the key with no salt and the info "omnistage key id\x00"; zeros for no
+// key.
+func referenceKeyID(key []byte) []byte {
+	if key == nil {
+		return make([]byte, 8)
+	}
+	id, err := hkdf.Key(sha256.New, key, nil, "omnistage key id\x00", 8)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
+// stamp returns the key id of key and the issued-at time at, as a payload
+// header and a stream preamble hold them.
+func stamp(key []byte, at time.Time) []byte {
+	return binary.BigEndian.AppendUint64(referenceKeyID(key), uint64(at.UnixMilli()))
+}
 
 // expect is what the server of stage id of the test pipeline knows: three
 // stage ids (talker, vocoder, aligner).
@@ -85,10 +116,12 @@ func wordsChunk() engine.Chunk {
 	}}}
 }
 
-// frame builds the binary payload of body: header with flags, body, and a
-// seal (an all-zero nonce and a tag) made with key when key is not nil.
+// frame builds the binary payload of body: header with flags, the id of
+// key and testIssued, body, and a seal (an all-zero nonce and a tag) made
+// with key when key is not nil.
 func frame(version, flags byte, body, key []byte) []byte {
 	b := append([]byte(magic), version, flags)
+	b = append(b, stamp(key, testIssued)...)
 	b = append(b, body...)
 	if key != nil {
 		b = append(b, referenceSeal(key, b, make([]byte, nonceLen))...)
@@ -106,6 +139,15 @@ func raw(t testing.TB, e *Envelope, key []byte) string {
 	}
 	return stdB64.EncodeToString(frame(FormatVersion, flags, body(t, e), key))
 }
+
+// rawSigned is raw for a payload signed with key.
+func rawSigned(t testing.TB, key []byte, e *Envelope) string {
+	t.Helper()
+	return stdB64.EncodeToString(frame(FormatVersion, flagSigned, body(t, e), key))
+}
+
+// hexID is the key id of key in hex, as messages show it.
+func hexID(key []byte) string { return hex.EncodeToString(referenceKeyID(key)) }
 
 // body returns the msgpack body of e.
 func body(t testing.TB, e *Envelope) []byte {

@@ -25,12 +25,15 @@ const (
 	// payload's key can never be a stream's.
 	payloadKeyInfo = "omnistage payload GMAC key\x00"
 	streamKeyInfo  = "omnistage stream GMAC key\x00"
+	// keyIDInfo is the HKDF info string of a key's id.
+	keyIDInfo = "omnistage key id\x00"
 )
 
-// macer holds the key of a Codec and derives from it the key of each
+// macer holds one key of a Ring and derives from it the key of each
 // payload and stream. It is safe for concurrent use.
 type macer struct {
 	prk []byte // HKDF-Extract(SHA-256, salt: none, the configured key)
+	id  KeyID
 }
 
 func newMacer(key []byte) *macer {
@@ -38,7 +41,13 @@ func newMacer(key []byte) *macer {
 	if err != nil {
 		panic(fmt.Sprintf("payload: HKDF refuses the key: %v", err)) // only in FIPS 140-only mode, for a short key
 	}
-	return &macer{prk: prk}
+	id, err := hkdf.Expand(sha256.New, prk, keyIDInfo, keyIDLen)
+	if err != nil {
+		panic(fmt.Sprintf("payload: HKDF-Expand: %v", err))
+	}
+	m := &macer{prk: prk}
+	copy(m.id[:], id)
+	return m
 }
 
 // sealer makes or checks the tags of one payload or one stream: GMAC

@@ -19,7 +19,7 @@ func TestSealer(t *testing.T) {
 	for i := range big {
 		big[i] = byte(i * 7)
 	}
-	binding := []byte("OSTS\x01\x01 sixteen byte nonce")
+	binding := append(append([]byte("OSTS\x02\x01"), stamp(testKey, testIssued)...), " sixteen byte nonce"...)
 	key := referenceKey(testKey, "omnistage stream GMAC key\x00", binding)
 	w := newMacer(testKey).sealer(streamKeyInfo, binding)
 	r := newMacer(testKey).sealer(streamKeyInfo, binding)
@@ -59,7 +59,7 @@ func TestSealer(t *testing.T) {
 // under the key derived from header and nonce.
 func TestPayloadSeal(t *testing.T) {
 	m := newMacer(testKey)
-	msg := append([]byte("OSTG\x02\x01"), "a body"...)
+	msg := append(append([]byte("OSTG\x03\x01"), stamp(testKey, testIssued)...), "a body"...)
 	a := m.sealPayload(bytes.Clone(msg), 0)
 	b := m.sealPayload(bytes.Clone(msg), 0)
 	sa, sb := a[len(msg):], b[len(msg):]

@@ -15,12 +15,12 @@ import (
 
 // StreamVersion is the payload stream format this package writes and the
 // only one it reads: the version byte of every stream's preamble.
-const StreamVersion = 1
+const StreamVersion = 2
 
 const (
 	streamMagic  = "OSTS"
-	preambleLen  = len(streamMagic) + 2 + nonceLen // magic, version, flags, nonce
-	frameHeadLen = 5                               // kind, body length
+	preambleLen  = len(streamMagic) + 2 + stampLen + nonceLen // magic, version, flags, key id, issued at, nonce
+	frameHeadLen = 5                                          // kind, body length
 	// minGrow is the step in which a frame body's buffer grows beyond what
 	// it already holds: a frame's claimed length is only an upper bound
 	// until its bytes arrive.
@@ -118,18 +118,19 @@ const (
 	ended
 )
 
-// NewStreamWriter returns a writer of a stream to w, signed when the codec
-// has a key, with a new random nonce. It writes nothing until Header.
+// NewStreamWriter returns a writer of a stream to w, signed with the
+// newest key of the codec's ring when it has one, issued now, with a new
+// random nonce. It writes nothing until Header.
 func (c *Codec) NewStreamWriter(w io.Writer) *StreamWriter {
 	s := &StreamWriter{c: c, w: w}
-	copy(s.preamble[:], streamMagic)
-	s.preamble[len(streamMagic)] = StreamVersion
-	if c.mac != nil {
-		s.preamble[len(streamMagic)+1] = flagSigned
+	var signer *macer
+	if r := c.ring.Load(); r != nil {
+		signer = r.signer()
 	}
-	rand.Read(s.preamble[len(streamMagic)+2:]) // never fails: it crashes the program instead
-	if c.mac != nil {
-		s.seal = c.mac.sealer(streamKeyInfo, s.preamble[:])
+	stamped := c.appendStamp(append(s.preamble[:0], streamMagic...), StreamVersion, signer)
+	rand.Read(s.preamble[len(stamped):]) // never fails: it crashes the program instead
+	if signer != nil {
+		s.seal = signer.sealer(streamKeyInfo, s.preamble[:])
 	}
 	return s
 }
@@ -295,6 +296,7 @@ type StreamReader struct {
 	c       *Codec
 	r       io.Reader
 	signed  bool    // the preamble's signed flag
+	issued  [8]byte // the preamble's issued-at time
 	seal    *sealer // checks the tags: signed, and the codec has a key
 	state   streamState
 	hdrKind FrameKind
@@ -363,6 +365,10 @@ func (s *StreamReader) header0() (FrameKind, *Envelope, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	// The header frame's tag, now checked, covers the preamble.
+	if err := s.c.checkIssued("payload stream", s.issued[:]); err != nil {
+		return 0, nil, err
+	}
 	if kind != FrameHandOff && kind != FrameResult {
 		return 0, nil, newError(CodeBadFrame, "payload stream starts with a frame of kind %s; a stream starts with its header frame", kind)
 	}
@@ -429,22 +435,24 @@ func (s *StreamReader) readPreamble() error {
 	if m := min(n, len(streamMagic)); string(p[:m]) != streamMagic[:m] {
 		return newError(CodeBadMagic, "the body is not an omnistage payload stream")
 	}
+	// The version first: a stream of another version may have a shorter
+	// preamble.
+	if v := p[len(streamMagic)]; n > len(streamMagic) && v != StreamVersion {
+		return newError(CodeUnsupportedVersion, "payload stream has format version %d, this server reads version %d; run every stage server from the same omnistage release", v, StreamVersion)
+	}
 	if err != nil {
 		return s.readError(err)
 	}
-	if v := p[len(streamMagic)]; v != StreamVersion {
-		return newError(CodeUnsupportedVersion, "payload stream has format version %d, this server reads version %d; run every stage server from the same omnistage release", v, StreamVersion)
-	}
 	flags := p[len(streamMagic)+1]
-	if flags&^flagSigned != 0 {
-		return newError(CodeUnsupportedVersion, "payload stream preamble has flags 0x%02x, which stream format version %d does not define", flags, StreamVersion)
+	stamp := p[len(streamMagic)+2:]
+	key, kerr := s.c.keyFor("payload stream", flags, stamp[:keyIDLen])
+	if kerr != nil {
+		return kerr
 	}
 	s.signed = flags&flagSigned != 0
-	if !s.signed && s.c.mac != nil {
-		return newError(CodeSignatureMissing, "payload stream is not signed, but this server only accepts signed streams; give every stage server the same payload key")
-	}
-	if s.signed && s.c.mac != nil {
-		s.seal = s.c.mac.sealer(streamKeyInfo, p[:])
+	copy(s.issued[:], stamp[keyIDLen:stampLen])
+	if key != nil {
+		s.seal = key.sealer(streamKeyInfo, p[:])
 	}
 	return nil
 }

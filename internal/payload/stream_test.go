@@ -123,15 +123,16 @@ func joinStream(pre []byte, frames ...streamFrame) []byte {
 	return b
 }
 
-// buildStream assembles a stream with a preamble of flags and nonce and the
-// kinds and bodies of frames, tagged with key when it is not nil: the
-// tags of the package documentation, written out independently of
-// stream.go.
+// buildStream assembles a stream with a preamble of flags, the id of key,
+// testIssued and nonce, and the kinds and bodies of frames, tagged with key
+// when it is not nil: the tags of the package documentation, written out
+// independently of stream.go.
 func buildStream(key, nonce []byte, frames ...streamFrame) []byte {
 	pre := append([]byte(streamMagic), StreamVersion, 0)
 	if key != nil {
 		pre[5] = flagSigned
 	}
+	pre = append(pre, stamp(key, testIssued)...)
 	pre = append(pre, nonce...)
 	b := bytes.Clone(pre)
 	var sealKey []byte
@@ -196,10 +197,10 @@ func TestStreamRoundTrip(t *testing.T) {
 				for _, fail := range []*StreamError{nil, failure} {
 					tname := fmt.Sprintf("%s/%c/signed=%t/fail=%t", name, kind, key != nil, fail != nil)
 					t.Run(tname, func(t *testing.T) {
-						c := NewCodec(key)
+						c := NewCodec(key, WithClock(testClock))
 						hdr := streamHeader(kind)
 						b := writeStream(t, c, kind, hdr, data, fail)
-						if !bytes.HasPrefix(b, []byte("OSTS\x01")) || (b[5] == 1) != (key != nil) {
+						if !bytes.HasPrefix(b, []byte("OSTS\x02")) || (b[5] == 1) != (key != nil) {
 							t.Fatalf("stream starts %q", b[:6])
 						}
 						want := expect(1)
@@ -217,7 +218,7 @@ func TestStreamRoundTrip(t *testing.T) {
 						}
 						// The writer follows the documented construction.
 						pre, frames := parseStream(t, b)
-						if again := buildStream(key, pre[6:], frames...); !bytes.Equal(again, b) {
+						if again := buildStream(key, pre[len(pre)-nonceLen:], frames...); !bytes.Equal(again, b) {
 							t.Fatal("the stream differs from the one the package documentation describes")
 						}
 					})
@@ -343,7 +344,10 @@ func TestStreamTamper(t *testing.T) {
 		}
 		allowed[4] = []string{CodeUnsupportedVersion}
 		for i := 6; i < preambleLen; i++ {
-			allowed[i] = []string{CodeSignatureInvalid}
+			allowed[i] = []string{CodeSignatureInvalid} // issued at, nonce
+		}
+		for i := 6; i < 6+keyIDLen; i++ {
+			allowed[i] = []string{CodeKeyUnknown}
 		}
 		off := preambleLen
 		for _, f := range fs {
@@ -419,7 +423,7 @@ func TestStreamGrammar(t *testing.T) {
 			b := headerBody(t, streamHeader(FrameHandOff))
 			b[3] = 1 // {"v": 1, ...
 			return b
-		}()}, end}, nil, CodeUnsupportedVersion, "payload stream header has format version 1, this server reads version 2"},
+		}()}, end}, nil, CodeUnsupportedVersion, "payload stream header has format version 1, this server reads version 3"},
 		{"header without transfer id", []streamFrame{hdr(FrameHandOff, func(e *Envelope) { e.TransferID = "" }), end}, nil, CodeMissingField, "payload has no transfer_id"},
 		{"hand-off for another stage", []streamFrame{h, end}, &Expect{Pipeline: "tts", Digest: testDigest, Stage: 2, NumStages: 3}, CodeWrongStage, "payload stream is for stage 1, this server runs stage 2"},
 		{"result of another stage", []streamFrame{hdr(FrameResult, nil), end}, &Expect{Pipeline: "tts", Digest: testDigest, Stage: 2, NumStages: 3}, CodeWrongStage, "holds the result of stage 1, but the output of stage 2 was expected"},
@@ -466,6 +470,8 @@ func TestStreamKeys(t *testing.T) {
 	signed := writeStream(t, NewCodec(testKey), FrameHandOff, hdr, data, nil)
 	unsigned := writeStream(t, NewCodec(nil), FrameHandOff, hdr, data, nil)
 	otherKey := writeStream(t, NewCodec([]byte("another key")), FrameHandOff, hdr, data, nil)
+	otherKeyKnownID := bytes.Clone(otherKey)
+	copy(otherKeyKnownID[6:], referenceKeyID(testKey))
 	for _, tc := range []struct {
 		name   string
 		reader *Codec
@@ -476,7 +482,8 @@ func TestStreamKeys(t *testing.T) {
 		{"keyless reads unsigned", NewCodec(nil), unsigned, ""},
 		{"keyed reads signed", NewCodec(testKey), signed, ""},
 		{"keyed refuses unsigned", NewCodec(testKey), unsigned, CodeSignatureMissing},
-		{"keyed refuses another key", NewCodec(testKey), otherKey, CodeSignatureInvalid},
+		{"keyed refuses an unknown key", NewCodec(testKey), otherKey, CodeKeyUnknown},
+		{"keyed refuses another key under a known id", NewCodec(testKey), otherKeyKnownID, CodeSignatureInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, got, err := readStream(tc.reader, tc.stream, nil)

@@ -80,7 +80,7 @@ func TestRemoteSignedPayloads(t *testing.T) {
 
 	wrong := startLocal(t, fmt.Sprintf(textPipeline, remoteDeploy(map[int]string{1: url}, "")), payload.NewCodec([]byte("another-key-of-enough-length")))
 	_, err := generate(wrong, req)
-	if err == nil || !strings.Contains(err.Error(), "signature") || orchestrator.CodeOf(err) != orchestrator.CodeStageFailed {
+	if err == nil || !strings.Contains(err.Error(), payload.CodeKeyUnknown) || orchestrator.CodeOf(err) != orchestrator.CodeStageFailed {
 		t.Fatalf("wrong key: %v (code %s)", err, orchestrator.CodeOf(err))
 	}
 	unsigned := startLocal(t, fmt.Sprintf(textPipeline, remoteDeploy(map[int]string{1: url}, "")), nil)

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/omnistage/omnistage/internal/payload"
+)
+
+// makeKeyHint says how to make a payload key and hand it to a server.
+const makeKeyHint = `make a key and give the same one to every server of the deployment:
+    head -c 32 /dev/urandom | base64 > payload.key
+    omnistage serve --payload-key-file payload.key ...   (or put the key in $` + payloadKeyEnv + `)`
+
+// loadRing returns the payload keys of a server: the key files, oldest
+// first (the last one signs), or, with no file, the key in the payload
+// key variable when getenv is set; nil when there is none.
+func loadRing(files []string, getenv func(string) string) (*payload.Ring, error) {
+	var keys [][]byte
+	for _, f := range files {
+		key, err := readKey(f, nil)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, []byte(key))
+	}
+	if len(files) == 0 {
+		key, err := readKey("", getenv)
+		if err != nil || key == "" {
+			return nil, err
+		}
+		keys = append(keys, []byte(key))
+	}
+	return payload.NewRing(keys...)
+}
+
+// keyReloader reads a server's payload key files again into its codec on
+// every SIGHUP: all of them, or, when one of them cannot be read or is
+// not a key, none (the codec keeps its keys and the error is logged).
+type keyReloader struct {
+	log   *slog.Logger
+	files []string
+	codec *payload.Codec
+	hup   chan os.Signal
+}
+
+// newKeyReloader returns the reloader of files into codec. SIGHUP no longer
+// ends the process from now on: it is held for Run.
+func newKeyReloader(log *slog.Logger, files []string, codec *payload.Codec) *keyReloader {
+	k := &keyReloader{log: log, files: files, codec: codec, hup: make(chan os.Signal, 1)}
+	signal.Notify(k.hup, syscall.SIGHUP)
+	return k
+}
+
+// Run reloads the keys on every SIGHUP until ctx ends, then stops
+// listening for SIGHUP.
+func (k *keyReloader) Run(ctx context.Context) {
+	defer signal.Stop(k.hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-k.hup:
+		}
+		if len(k.files) == 0 {
+			k.log.Info("SIGHUP: no payload key files to reload (--payload-key-file)")
+			continue
+		}
+		ring, err := loadRing(k.files, nil)
+		if err != nil {
+			k.log.Error("SIGHUP: payload keys not reloaded; the server keeps its keys", "err", err.Error())
+			continue
+		}
+		k.codec.SetRing(ring)
+		k.log.Info("SIGHUP: payload keys reloaded", "keys", ring.String(), "signing_key", ring.Newest().String())
+	}
+}
+
+// loopbackOnly reports whether a server listening on addr is reachable
+// only from this machine: its host is a loopback address or localhost.
+// An empty host (every address) or another name is not.
+func loopbackOnly(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// unsignedRefusal is the message of a server that refuses to serve
+// unsigned payloads beyond loopback.
+func unsignedRefusal(addr string) string {
+	return fmt.Sprintf(`omnistage serve: --addr %s reaches beyond this machine, and no payload key is set: anyone who reaches the server could forge the input of any stage through POST /v1/run. To sign payloads, %s
+or, on a network you trust, pass --insecure to serve unsigned payloads anyway.
+`, addr, makeKeyHint)
+}
