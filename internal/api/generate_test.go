@@ -248,6 +248,10 @@ func TestAbortAndReuse(t *testing.T) {
 	}
 	dup, body := f.do(ctx, http.MethodPost, "/v1/generate", map[string]any{"input": "again", "request_id": "r1"})
 	wantError(t, dup, body, http.StatusConflict, "conflict", `"r1" is still in use`)
+	// The refused duplicate is counted by its outcome, while r1 runs on.
+	if m := f.metricsText(); !strings.Contains(m, `omnistage_requests_total{outcome="conflict"} 1`) {
+		t.Errorf("the 409 is not counted:\n%s", grepLines(m, "omnistage_requests_total"))
+	}
 
 	del, body := f.do(ctx, http.MethodDelete, "/v1/requests/r1", nil)
 	if del.StatusCode != 200 || string(bytes.TrimSpace(body)) != `{"id":"r1","state":"aborted"}` {

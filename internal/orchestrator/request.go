@@ -261,6 +261,7 @@ func (o *Orchestrator) admit(rq *request) error {
 	}
 	h := o.active[rq.id]
 	if h != nil && h.req != nil && !rq.hop {
+		o.metrics.requests.WithLabelValues(string(CodeConflict)).Inc()
 		return newError(CodeConflict, "request id %q is still in use (%s); reuse it once that request has ended", rq.id, State(h.req.state.Load()))
 	}
 	if o.inflight >= o.cfg.Deploy.MaxInflight {
