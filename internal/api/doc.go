@@ -94,8 +94,17 @@
 // "timestamps" | "text"} per chunk as it comes, audio as {"format": "pcm",
 // "sample_rate", "duration_ms", "data": base64 PCM}, then {"type": "done",
 // "request_id"}, or {"type": "error", "request_id", "error": {...}} if the
-// request fails after the first event. The intermediate kinds frames and
-// segments cannot be selected (400).
+// request fails after the first event.
+//
+// output_modalities are audio, timestamps or text, each at most once; the
+// intermediate kinds frames and segments cannot be selected (400). Each
+// entry of sampling_params must be an object or null and is checked by its
+// stage's engine, whether or not the request runs that stage (a skipped
+// stage, the aligner of an audio-only request); an unknown param is a 400
+// "sampling_params[i]: stage i (name): invalid sampling params: field:
+// unknown field; this stage takes only ...". A bad value is reported
+// before a wrong array length. The entry of POST /v1/run checks both the
+// same way (package pipeline: CheckModalities, Selection.CheckParams).
 //
 // # POST /v1/run
 //
