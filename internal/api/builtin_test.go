@@ -86,6 +86,34 @@ func realFixture(t *testing.T, ref, yaml string) *fixture {
 	return &fixture{t: t, orch: o, srv: srv, ts: ts, url: ts.URL, reg: reg, client: &http.Client{Transport: tr}}
 }
 
+// TestBuiltinParamsRefused checks on the real engines that each refuses
+// an unknown param with the same message, that the skipped enhance stage's
+// params and the aligner's of an audio-only request are checked too, and
+// that nothing runs for any of them.
+func TestBuiltinParamsRefused(t *testing.T) {
+	f := realFixture(t, "builtin:tts-raw", "") // 0 -> 1, enhance (2) skipped, aligner 3
+	for _, tc := range []struct {
+		id   int
+		want string
+	}{
+		{0, "sampling_params[0]: stage 0 (talker): invalid sampling params: pitch: unknown field; this stage takes only voice and speed"},
+		{1, "sampling_params[1]: stage 1 (vocoder): invalid sampling params: pitch: unknown field; this stage takes only seed"},
+		{2, "sampling_params[2]: stage 2 (enhance): invalid sampling params: pitch: unknown field; this stage takes only sample_rate and normalize"},
+		{3, "sampling_params[3]: stage 3 (aligner): invalid sampling params: pitch: unknown field; this stage takes no sampling params"},
+	} {
+		params := make([]any, 4)
+		params[tc.id] = map[string]any{"pitch": 2}
+		resp, body := f.do(context.Background(), http.MethodPost, "/v1/generate",
+			map[string]any{"input": "hello", "output_modalities": []string{"audio"}, "sampling_params": params})
+		wantError(t, resp, body, http.StatusBadRequest, "bad_request", tc.want)
+	}
+	for _, l := range strings.Split(grepLines(f.metricsText(), "omnistage_stage_duration_seconds_count"), "\n") {
+		if !strings.HasSuffix(l, " 0") {
+			t.Errorf("a stage ran: %s", l)
+		}
+	}
+}
+
 const realText = "The quick brown fox jumps over the lazy dog. It was not amused."
 
 func TestBuiltinSpeech(t *testing.T) {

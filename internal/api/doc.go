@@ -11,10 +11,25 @@
 // 4xx and server_error for 5xx; code is the orchestrator's (bad_request,
 // conflict, not_found, overloaded, unavailable, aborted, abort_failed,
 // replica_lost, stage_failed, timeout), the payload package's (payload_*),
-// or this package's (invalid_json, body_too_large, unknown_route,
-// method_not_allowed, invalid_api_key, model_not_found, wrong_stage,
-// not_ready). A 503 carries Retry-After. Bad input is a 4xx; a 500 is a
-// bug. A failure after the response headers were sent is logged and ends
+// or this package's (invalid_json, body_too_large, body_timeout,
+// unknown_route, method_not_allowed, invalid_api_key, model_not_found,
+// wrong_stage, not_ready, unsupported_media_type, forbidden_origin,
+// forbidden_host, and those below). A 503 carries Retry-After. Bad input is
+// a 4xx; a 500 is a bug.
+//
+// So are the answers to requests no route sees. Under Run, what net/http
+// refuses itself is answered in the same shape (see answerConn): a request
+// line and headers over MaxHeaderBytes, 431 headers_too_large; a
+// malformed request line, header or Host, 400 bad_request ("malformed
+// HTTP request: ..."); headers not complete within the read-header
+// timeout, 408 header_timeout (a connection that sent nothing is closed
+// without an answer); an Expect other than 100-continue, 417
+// expectation_failed; a transfer coding other than chunked, 501
+// unsupported_transfer_encoding; an HTTP version other than 1.x (or h2c),
+// 505 unsupported_http_version. Each closes the connection. A path that is
+// not in canonical form ("/v1//generate", "/v1/../metrics"), which
+// ServeMux would redirect, is a 404 unknown_route naming the canonical
+// path, and the request target * a 400 (see canonical). A failure after the response headers were sent is logged and ends
 // the stream cleanly, with an in-band error (an error event, or the
 // X-Stream-Error trailer for chunked audio). Streamed answers wait for the
 // first output before sending headers, so a request that fails before
@@ -94,8 +109,17 @@
 // "timestamps" | "text"} per chunk as it comes, audio as {"format": "pcm",
 // "sample_rate", "duration_ms", "data": base64 PCM}, then {"type": "done",
 // "request_id"}, or {"type": "error", "request_id", "error": {...}} if the
-// request fails after the first event. The intermediate kinds frames and
-// segments cannot be selected (400).
+// request fails after the first event.
+//
+// output_modalities are audio, timestamps or text, each at most once; the
+// intermediate kinds frames and segments cannot be selected (400). Each
+// entry of sampling_params must be an object or null and is checked by its
+// stage's engine, whether or not the request runs that stage (a skipped
+// stage, the aligner of an audio-only request); an unknown param is a 400
+// "sampling_params[i]: stage i (name): invalid sampling params: field:
+// unknown field; this stage takes only ...". A bad value is reported
+// before a wrong array length. The entry of POST /v1/run checks both the
+// same way (package pipeline: CheckModalities, Selection.CheckParams).
 //
 // # POST /v1/run
 //
@@ -151,7 +175,8 @@
 // are bounded (MaxBody, 1 MiB; MaxRunBody for a one-shot /v1/run, sized to
 // the codec's largest payload; each frame of a streamed one by the codec)
 // with a 413 beyond, and read under a deadline.
-// Run adds a read-header timeout, an idle timeout, and a bound on open
+// Run adds a read-header timeout (ReadHeaderTimeout), an idle timeout, a
+// bound on request headers (MaxHeaderBytes), and a bound on open
 // connections (MaxConns): past it, a new connection takes the slot of the
 // one idle, else silent, the longest, so idle keep-alive connections and
 // silent sockets cannot lock clients out. There is no write timeout that

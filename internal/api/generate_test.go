@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/omnistage/omnistage/internal/testkit"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 func wavSamples(t *testing.T, a *apijson.Audio) []int16 {
@@ -160,34 +160,95 @@ func TestGenerateStream(t *testing.T) {
 	}
 }
 
+// generateRefusals are bodies (and headers) POST /v1/generate refuses on
+// the fake speech pipeline; FuzzRequestBodies starts from them too.
+var generateRefusals = []refusal{
+	{"no input", map[string]any{}, nil, 400, "bad_request", "input is missing"},
+	{"empty input", map[string]any{"input": ""}, nil, 400, "bad_request", "input is missing"},
+	{"input number", map[string]any{"input": 5}, nil, 400, "invalid_json", "input must be a string or an object"},
+	{"input object extra", map[string]any{"input": map[string]any{"text": "a", "lang": "en"}}, nil, 400, "invalid_json", `unknown field "lang"`},
+	{"bad stream", map[string]any{"input": "a", "stream": "yes"}, nil, 400, "invalid_json", `"ndjson" or "sse"`},
+	{"unknown modality", map[string]any{"input": "a", "output_modalities": []string{"video"}}, nil, 400, "bad_request", `unknown output modality "video"`},
+	{"frames", map[string]any{"input": "a", "output_modalities": []string{"frames"}}, nil, 400, "bad_request", "intermediate kind"},
+	{"params not object", map[string]any{"input": "a", "sampling_params": []any{"slt"}}, nil, 400, "bad_request", "sampling_params[0] is not a JSON object or null"},
+	{"params too short", map[string]any{"input": "a", "sampling_params": []any{nil}}, nil, 400, "bad_request", "needs at least 2"},
+	{"params too long", map[string]any{"input": "a", "sampling_params": []any{nil, nil, nil, nil}}, nil, 400, "bad_request", "only 3 stage ids"},
+	{"params unknown to engine", map[string]any{"input": "a", "sampling_params": []any{map[string]any{"pitch": 3}, nil}}, nil, 400, "bad_request", "pitch"},
+	{"modality 100000 times", map[string]any{"input": "a", "output_modalities": slices.Repeat([]string{"audio"}, 100_000)}, nil, 400, "bad_request", `output_modalities[1]: "audio" is already output_modalities[0]`},
+	{"ids differ", map[string]any{"input": "a", "request_id": "x"}, []string{"X-Request-Id", "y"}, 400, "bad_request", "differ"},
+	{"bad id", map[string]any{"input": "a", "request_id": "has space"}, nil, 400, "bad_request", "printable"},
+}
+
 func TestGenerateRefused(t *testing.T) {
 	f := newFixture(t, setup{yaml: speechYAML})
-	for _, tc := range []struct {
-		name   string
-		body   any
-		hdr    []string
-		status int
-		code   string
-		msg    string
-	}{
-		{"no input", map[string]any{}, nil, 400, "bad_request", "input is missing"},
-		{"empty input", map[string]any{"input": ""}, nil, 400, "bad_request", "input is missing"},
-		{"input number", map[string]any{"input": 5}, nil, 400, "invalid_json", "input must be a string or an object"},
-		{"input object extra", map[string]any{"input": map[string]any{"text": "a", "lang": "en"}}, nil, 400, "invalid_json", `unknown field "lang"`},
-		{"bad stream", map[string]any{"input": "a", "stream": "yes"}, nil, 400, "invalid_json", `"ndjson" or "sse"`},
-		{"unknown modality", map[string]any{"input": "a", "output_modalities": []string{"video"}}, nil, 400, "bad_request", `unknown output modality "video"`},
-		{"frames", map[string]any{"input": "a", "output_modalities": []string{"frames"}}, nil, 400, "bad_request", "intermediate kind"},
-		{"params not object", map[string]any{"input": "a", "sampling_params": []any{"slt"}}, nil, 400, "bad_request", "sampling_params[0] must be a JSON object"},
-		{"params too short", map[string]any{"input": "a", "sampling_params": []any{nil}}, nil, 400, "bad_request", "needs at least 2"},
-		{"params too long", map[string]any{"input": "a", "sampling_params": []any{nil, nil, nil, nil}}, nil, 400, "bad_request", "only 3 stage ids"},
-		{"params unknown to engine", map[string]any{"input": "a", "sampling_params": []any{map[string]any{"pitch": 3}, nil}}, nil, 400, "bad_request", "pitch"},
-		{"ids differ", map[string]any{"input": "a", "request_id": "x"}, []string{"X-Request-Id", "y"}, 400, "bad_request", "differ"},
-		{"bad id", map[string]any{"input": "a", "request_id": "has space"}, nil, 400, "bad_request", "printable"},
-	} {
+	for _, tc := range generateRefusals {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := f.do(context.Background(), http.MethodPost, "/v1/generate", tc.body, tc.hdr...)
 			wantError(t, resp, body, tc.status, tc.code, tc.msg)
 		})
+	}
+}
+
+// requestChecks are output_modalities and sampling_params for threeYAML
+// with the route 0 -> 1 (post, 2, skipped; aligner 3), and the message
+// they are refused with ("" when they are not).
+var requestChecks = []struct {
+	name   string
+	mods   []string
+	params []any
+	msg    string
+}{
+	{"defaults", nil, nil, ""},
+	{"every stage id", []string{"audio", "timestamps"}, []any{map[string]any{"voice": "rms"}, nil, map[string]any{}, nil}, ""},
+	{"modality twice", []string{"audio", "timestamps", "audio"}, nil, `output_modalities[2]: "audio" is already output_modalities[0]`},
+	{"intermediate modality", []string{"frames"}, nil, `output_modalities[0]: "frames" is an intermediate kind`},
+	{"unknown modality first", []string{"smell"}, []any{map[string]any{"voice": "bogus"}}, `output_modalities[0]: unknown output modality "smell"`},
+	{"bad voice before short array", nil, []any{map[string]any{"voice": "bogus"}}, `sampling_params[0]: stage 0 (talker): invalid sampling params: voice: unknown voice "bogus"`},
+	{"bad voice before long array", nil, []any{map[string]any{"voice": "bogus"}, nil, nil, nil, nil}, `unknown voice "bogus"`},
+	{"short array", nil, []any{map[string]any{"voice": "rms"}}, "sampling_params has 1 entries but this request runs stage 1: it needs at least 2"},
+	{"skipped stage's params", nil, []any{nil, nil, map[string]any{"gain": 2}}, "sampling_params[2]: stage 2 (post): invalid sampling params: gain: unknown field; this stage takes no sampling params"},
+	{"aligner's params, audio only", []string{"audio"}, []any{nil, nil, nil, map[string]any{"beam": 1}}, "sampling_params[3]: stage 3 (aligner): invalid sampling params: beam: unknown field; this stage takes no sampling params"},
+	{"not an object", nil, []any{nil, []int{1}}, "sampling_params[1] is not a JSON object or null"},
+}
+
+// requestCheckBodies are the bodies of POST /v1/generate and of stage 0's
+// POST /v1/run for a requestChecks entry.
+func requestCheckBodies(mods []string, params []any) map[string]map[string]any {
+	bodies := map[string]map[string]any{
+		"/v1/generate": {"input": "a b"},
+		"/v1/run":      {"stage_id": 0, "stage_input": map[string]any{"text": "a b"}},
+	}
+	for _, body := range bodies {
+		if mods != nil {
+			body["output_modalities"] = mods
+		}
+		if params != nil {
+			body["sampling_params"] = params
+		}
+	}
+	return bodies
+}
+
+// TestRequestChecksOnEveryPath posts requestChecks to POST /v1/generate
+// and to the entry of POST /v1/run: both refuse them with the same
+// message, the params of the skipped stage and of the aligner an
+// audio-only request does not run included, and a bad value before a
+// wrong length.
+func TestRequestChecksOnEveryPath(t *testing.T) {
+	f := newFixture(t, setup{yaml: fmt.Sprintf(threeYAML, "stage_transitions: [[0, 1]]")})
+	for _, tc := range requestChecks {
+		for path, body := range requestCheckBodies(tc.mods, tc.params) {
+			t.Run(tc.name+" "+path, func(t *testing.T) {
+				resp, b := f.do(context.Background(), http.MethodPost, path, body)
+				if tc.msg == "" {
+					if resp.StatusCode != http.StatusOK {
+						t.Errorf("%d %s", resp.StatusCode, b)
+					}
+					return
+				}
+				wantError(t, resp, b, http.StatusBadRequest, "bad_request", tc.msg)
+			})
+		}
 	}
 }
 
@@ -248,6 +309,10 @@ func TestAbortAndReuse(t *testing.T) {
 	}
 	dup, body := f.do(ctx, http.MethodPost, "/v1/generate", map[string]any{"input": "again", "request_id": "r1"})
 	wantError(t, dup, body, http.StatusConflict, "conflict", `"r1" is still in use`)
+	// The refused duplicate is counted by its outcome, while r1 runs on.
+	if m := f.metricsText(); !strings.Contains(m, `omnistage_requests_total{outcome="conflict"} 1`) {
+		t.Errorf("the 409 is not counted:\n%s", grepLines(m, "omnistage_requests_total"))
+	}
 
 	del, body := f.do(ctx, http.MethodDelete, "/v1/requests/r1", nil)
 	if del.StatusCode != 200 || string(bytes.TrimSpace(body)) != `{"id":"r1","state":"aborted"}` {

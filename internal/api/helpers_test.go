@@ -246,6 +246,18 @@ func wantError(t testing.TB, resp *http.Response, body []byte, status int, code,
 	}
 }
 
+// refusal is a request an endpoint refuses: its body (a string is sent as
+// it is, anything else as JSON), more headers (name, value pairs), and the
+// answer's status, code and a part of its message.
+type refusal struct {
+	name   string
+	body   any
+	hdr    []string
+	status int
+	code   string
+	msg    string
+}
+
 // gate blocks the engines' chunks until opened.
 type gate struct {
 	ch chan struct{}

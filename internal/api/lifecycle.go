@@ -32,10 +32,14 @@ const abortGrace = 2 * time.Second
 // (the pipeline failed to warm, the listener failed). It closes ln.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ownedBy(r)
+			s.handler.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		IdleTimeout:       DefaultIdleTimeout,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		// No ReadTimeout or WriteTimeout: either would cut long streams.
 		// Bodies are read under BodyReadTimeout and each write is bounded
@@ -45,10 +49,19 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
 		s.loopback.Store(true)
 	}
+	// Connections are bounded (limitListener), and net/http's own answers
+	// on them are in the JSON error shape (answerConn).
 	limited := newLimitListener(ln, s.opts.MaxConns)
-	hs.ConnState = limited.track
+	answering := &answerListener{Listener: limited, answered: s.answeredEarly, headerTimeout: s.opts.ReadHeaderTimeout}
+	hs.ConnState = func(c net.Conn, state http.ConnState) {
+		if ac, ok := c.(*answerConn); ok {
+			ac.track(state)
+			c = ac.Conn
+		}
+		limited.track(c, state)
+	}
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(limited) }()
+	go func() { served <- hs.Serve(answering) }()
 	s.log.Info("http server listening", "addr", ln.Addr().String(), "pipeline", s.cfg.Pipeline.Name, "stage", s.stageAttr())
 
 	var runErr error

@@ -11,8 +11,6 @@ import (
 
 	"github.com/omnistage/omnistage/internal/api/playground"
 	"github.com/omnistage/omnistage/internal/apijson"
-	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
@@ -120,12 +118,8 @@ func describePipeline(cfg *pipeline.Config) apijson.PipelineInfo {
 		eng, _ := cfg.StageSpec(id, 0)
 		info.Aligner = &apijson.PipelineAligner{ID: id, Name: cfg.StageName(id), Engine: eng, Placement: string(cfg.Deploy.Stages[id].Placement)}
 	}
-	for _, k := range engine.Kinds {
-		mod := []string{string(k)}
-		if hop.CheckModalities(mod) != nil {
-			continue
-		}
-		if _, err := r.Select(mod); err == nil {
+	for _, k := range pipeline.Selectable {
+		if _, err := r.Select([]string{string(k)}); err == nil {
 			info.Outputs = append(info.Outputs, string(k))
 		}
 	}

@@ -253,7 +253,7 @@ func TestRunRefused(t *testing.T) {
 		{"stage 0 bad modality", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "a"}, "output_modalities": []string{"smell"}}, 400, "bad_request", "smell"},
 		{"stage 0 params short", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "a"}, "output_modalities": []string{"timestamps"}, "sampling_params": []any{nil, nil}}, 400, "bad_request", "needs at least 3"},
 		{"stage 0 params not objects", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "a"}, "sampling_params": []any{1, 2}}, 400, "bad_request", "sampling_params[0]"},
-		{"stage 0 bad later-stage params", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "a"}, "sampling_params": []any{nil, map[string]any{"gain": 2}}}, 400, "bad_request", `stage 1 (vocoder): invalid sampling params: json: unknown field "gain"`},
+		{"stage 0 bad later-stage params", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "a"}, "sampling_params": []any{nil, map[string]any{"gain": 2}}}, 400, "bad_request", `sampling_params[1]: stage 1 (vocoder): invalid sampling params: gain: unknown field; this stage takes no sampling params`},
 		{"stage 0 bad voice", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "a"}, "sampling_params": []any{map[string]any{"voice": "zz"}, nil}}, 400, "bad_request", "zz"},
 		{"stage 1 given an object", map[string]any{"stage_id": 1, "stage_input": map[string]any{"text": "a"}}, 400, "bad_request", "stage 1 takes the opaque stage_input string"},
 		{"stage 1 given a number", map[string]any{"stage_id": 1, "stage_input": 5}, 400, "bad_request", "not a JSON number"},

@@ -86,6 +86,10 @@ type Options struct {
 	// server's, see package hop), child of the caller's traceparent, and
 	// the access log lines carry its trace_id. Nil traces nothing.
 	TracerProvider trace.TracerProvider
+	// ReadHeaderTimeout bounds reading a request's line and headers under
+	// Run; a request that has begun and not ended by then is answered 408
+	// header_timeout.
+	ReadHeaderTimeout time.Duration
 }
 
 // Server is the HTTP API of one orchestrator.
@@ -127,6 +131,7 @@ func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
 	defaultTo(&opts.ShutdownTimeout, DefaultShutdownTimeout)
 	defaultTo(&opts.ChunkWriteTimeout, DefaultChunkWriteTimeout)
 	defaultTo(&opts.BodyReadTimeout, DefaultBodyReadTimeout)
+	defaultTo(&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 
 	m, err := newHTTPMetrics(opts.Registry)
 	if err != nil {
@@ -177,11 +182,12 @@ func defaultTo[T int | int64 | time.Duration](v *T, def T) {
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// routes builds the mux. Patterns carry no methods: each route checks its
-// own, so that a wrong method gets a 405 in the OpenAI error shape.
-func (s *Server) routes() *http.ServeMux {
+// routes builds the mux, behind canonical. Patterns carry no methods: each
+// route checks its own, so that a wrong method gets a 405 in the OpenAI
+// error shape.
+func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	handle := func(path string, rt route) { mux.Handle(path, s.route(rt)) }
+	handle := func(path string, rt route) { mux.Handle(path, ours{s.route(rt)}) }
 	handle("/health", route{name: routeHealth, open: true, methods: methods{http.MethodGet: s.health}})
 	handle("/ready", route{name: routeReady, open: true, methods: methods{http.MethodGet: s.ready}})
 	handle("/metrics", route{name: routeMetrics, methods: methods{http.MethodGet: promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
@@ -205,7 +211,45 @@ func (s *Server) routes() *http.ServeMux {
 		s.playgroundRoutes(handle)
 	}
 	handle("/", route{name: routeUnmatched, methods: methods{"*": s.notFound}})
-	return mux
+	return s.canonical(mux)
+}
+
+// ours marks the handlers of the routes, so that canonical can tell them
+// from ServeMux's own.
+type ours struct{ http.Handler }
+
+// canonical answers in the JSON error shape the requests that ServeMux
+// would answer with a handler of its own rather than a route's: a path
+// that is not in canonical form ("/v1//generate", "/v1/../metrics"), which
+// it redirects to the cleaned path (or, for a subtree pattern, to the path
+// with a trailing slash); a CONNECT, which it does not route; the request
+// target "*" (other than OPTIONS *, which net/http answers itself with an
+// empty 200). The redirect becomes a 404 unknown_route that names the
+// canonical path, not a redirect with a JSON body: the API's clients POST
+// JSON, and a client that follows a redirect may drop the method or the
+// body, or not follow it at all; and a path answered only once cleaned can
+// slip past a proxy's rules for the clean one. No client needs such paths.
+func (s *Server) canonical(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.RequestURI == "*" {
+			s.fail(w, r, badRequest("the request target * names no endpoint: send a path"))
+			return
+		}
+		h, _ := mux.Handler(r)
+		if _, ok := h.(ours); ok {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// Run ServeMux's own handler aside to see what it would answer.
+		var own bufferedResponse
+		h.ServeHTTP(&own, r)
+		if to := own.Header().Get("Location"); to != "" {
+			s.fail(w, r, httperr.Errorf(http.StatusNotFound, httperr.CodeUnknownRoute,
+				"no endpoint %s %s: paths are served only in their canonical form, here %s", r.Method, httperr.Short(r.URL.EscapedPath()), httperr.Short(to)))
+			return
+		}
+		s.notFound(w, r)
+	})
 }
 
 // methods maps HTTP methods to handlers; "*" takes every method.

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/omnistage/omnistage/internal/testkit"
 	"io"
 	"net/http"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 const hello = "Hello there, this is omnistage speaking."
@@ -86,36 +86,33 @@ func TestSpeechWhole(t *testing.T) {
 	}
 }
 
+// speechRefusals are bodies (and headers) POST /v1/audio/speech refuses on
+// the fake speech pipeline; FuzzRequestBodies starts from them too.
+var speechRefusals = []refusal{
+	{"unknown format", map[string]any{"model": "tts-1", "input": "hi", "response_format": "ogg"}, nil, 400, "bad_request", "use mp3, opus, aac, flac, wav, pcm"},
+	{"unknown voice", map[string]any{"model": "tts-1", "input": "hi", "voice": "hal"}, nil, 400, "bad_request", `unknown voice "hal"`},
+	{"unknown voice object", map[string]any{"model": "tts-1", "input": "hi", "voice": map[string]any{"id": "v"}}, nil, 400, "bad_request", `unknown voice "v"`},
+	{"bad voice object", map[string]any{"model": "tts-1", "input": "hi", "voice": map[string]any{"name": "v"}}, nil, 400, "invalid_json", `voice must be a name or an object {"id": "name"}`},
+	{"kal16 on a frames talker", map[string]any{"model": "tts-1", "input": "hi", "voice": "kal16"}, nil, 400, "bad_request", "kal16"},
+	{"speed too high", map[string]any{"model": "tts-1", "input": "hi", "speed": 4.5}, nil, 400, "bad_request", "0.25..4"},
+	{"speed too low", map[string]any{"model": "tts-1", "input": "hi", "speed": 0.1}, nil, 400, "bad_request", "outside"},
+	{"speed string", map[string]any{"model": "tts-1", "input": "hi", "speed": "fast"}, nil, 400, "invalid_json", "speed"},
+	{"unknown model", map[string]any{"model": "whisper-1", "input": "hi"}, nil, 404, "model_not_found", "whisper-1"},
+	{"no model", map[string]any{"input": "hi"}, nil, 400, "bad_request", "model is missing"},
+	{"no input", map[string]any{"model": "tts-1"}, nil, 400, "bad_request", "input is missing"},
+	{"unknown field", map[string]any{"model": "tts-1", "input": "hi", "temperature": 1}, nil, 400, "invalid_json", `unknown field "temperature"`},
+	{"bad stream_format", map[string]any{"model": "tts-1", "input": "hi", "stream_format": "chunks"}, nil, 400, "bad_request", "stream_format"},
+	{"timestamps on chunked audio", map[string]any{"model": "tts-1", "input": "hi", "stream_format": "audio"}, []string{"X-Word-Timestamps", "true"}, 400, "bad_request", "stream_format sse"},
+	{"bad timestamps header", map[string]any{"model": "tts-1", "input": "hi"}, []string{"X-Word-Timestamps", "maybe"}, 400, "bad_request", "X-Word-Timestamps"},
+	{"not JSON", "model=tts-1", nil, 400, "invalid_json", "not valid JSON"},
+	{"empty body", "", nil, 400, "invalid_json", "empty"},
+	{"array body", "[]", nil, 400, "invalid_json", "JSON object"},
+	{"two values", `{"model":"tts-1","input":"hi"} {}`, nil, 400, "invalid_json", "data after its JSON value"},
+}
+
 func TestSpeechRefused(t *testing.T) {
 	f := newFixture(t, setup{yaml: speechYAML})
-	for _, tc := range []struct {
-		name   string
-		body   any
-		hdr    []string
-		status int
-		code   string
-		msg    string
-	}{
-		{"unknown format", map[string]any{"model": "tts-1", "input": "hi", "response_format": "ogg"}, nil, 400, "bad_request", "use mp3, opus, aac, flac, wav, pcm"},
-		{"unknown voice", map[string]any{"model": "tts-1", "input": "hi", "voice": "hal"}, nil, 400, "bad_request", `unknown voice "hal"`},
-		{"unknown voice object", map[string]any{"model": "tts-1", "input": "hi", "voice": map[string]any{"id": "v"}}, nil, 400, "bad_request", `unknown voice "v"`},
-		{"bad voice object", map[string]any{"model": "tts-1", "input": "hi", "voice": map[string]any{"name": "v"}}, nil, 400, "invalid_json", `voice must be a name or an object {"id": "name"}`},
-		{"kal16 on a frames talker", map[string]any{"model": "tts-1", "input": "hi", "voice": "kal16"}, nil, 400, "bad_request", "kal16"},
-		{"speed too high", map[string]any{"model": "tts-1", "input": "hi", "speed": 4.5}, nil, 400, "bad_request", "0.25..4"},
-		{"speed too low", map[string]any{"model": "tts-1", "input": "hi", "speed": 0.1}, nil, 400, "bad_request", "outside"},
-		{"speed string", map[string]any{"model": "tts-1", "input": "hi", "speed": "fast"}, nil, 400, "invalid_json", "speed"},
-		{"unknown model", map[string]any{"model": "whisper-1", "input": "hi"}, nil, 404, "model_not_found", "whisper-1"},
-		{"no model", map[string]any{"input": "hi"}, nil, 400, "bad_request", "model is missing"},
-		{"no input", map[string]any{"model": "tts-1"}, nil, 400, "bad_request", "input is missing"},
-		{"unknown field", map[string]any{"model": "tts-1", "input": "hi", "temperature": 1}, nil, 400, "invalid_json", `unknown field "temperature"`},
-		{"bad stream_format", map[string]any{"model": "tts-1", "input": "hi", "stream_format": "chunks"}, nil, 400, "bad_request", "stream_format"},
-		{"timestamps on chunked audio", map[string]any{"model": "tts-1", "input": "hi", "stream_format": "audio"}, []string{"X-Word-Timestamps", "true"}, 400, "bad_request", "stream_format sse"},
-		{"bad timestamps header", map[string]any{"model": "tts-1", "input": "hi"}, []string{"X-Word-Timestamps", "maybe"}, 400, "bad_request", "X-Word-Timestamps"},
-		{"not JSON", "model=tts-1", nil, 400, "invalid_json", "not valid JSON"},
-		{"empty body", "", nil, 400, "invalid_json", "empty"},
-		{"array body", "[]", nil, 400, "invalid_json", "JSON object"},
-		{"two values", `{"model":"tts-1","input":"hi"} {}`, nil, 400, "invalid_json", "data after its JSON value"},
-	} {
+	for _, tc := range speechRefusals {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech", tc.body, tc.hdr...)
 			wantError(t, resp, body, tc.status, tc.code, tc.msg)

@@ -31,11 +31,14 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -130,18 +133,107 @@ func (o Options) Decode(dst any) error {
 	return decodeStrict(o, dst)
 }
 
-// DecodeParams fills dst from a sampling params object, refusing unknown
-// keys. A nil or JSON null params leaves dst untouched.
+// DecodeParams fills dst (a pointer to a struct with json tags) from a
+// sampling params object, strictly: every engine decodes its params with
+// it, so every engine refuses the same mistakes with the same message. A
+// nil or JSON null params leaves dst untouched. Every error is a
+// *ParamError naming the field: an unknown field (its Reason lists the
+// fields dst has), or a value of the wrong JSON type.
 func DecodeParams(params json.RawMessage, dst any) error {
 	if len(params) == 0 || string(params) == "null" {
 		return nil
 	}
-	dec := json.NewDecoder(strings.NewReader(string(params)))
+	dec := json.NewDecoder(bytes.NewReader(params))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return &ParamError{Reason: err.Error()}
+		return paramsError(err, dst)
+	}
+	if dec.More() {
+		return &ParamError{Reason: "data after the JSON object"}
 	}
 	return nil
+}
+
+// maxEchoedField bounds the unknown field name a ParamError repeats.
+const maxEchoedField = 64
+
+// paramsError turns an error decoding params into dst into a *ParamError.
+func paramsError(err error, dst any) *ParamError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return &ParamError{Field: te.Field, Reason: fmt.Sprintf("want %s, got a JSON %s", JSONType(te.Type), te.Value)}
+	}
+	// encoding/json has no type for this error, only its message.
+	if q, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		takes := "no sampling params"
+		if names := jsonFields(dst); len(names) > 0 {
+			takes = "only " + joinAnd(names)
+		}
+		name, uerr := strconv.Unquote(q)
+		if uerr != nil {
+			name = q
+		}
+		if len(name) > maxEchoedField {
+			return &ParamError{Reason: fmt.Sprintf("unknown field of %d bytes; this stage takes %s", len(name), takes)}
+		}
+		return &ParamError{Field: name, Reason: "unknown field; this stage takes " + takes}
+	}
+	return &ParamError{Reason: strings.TrimPrefix(err.Error(), "json: ")}
+}
+
+// joinAnd joins names as "a", "a and b", "a, b and c".
+func joinAnd(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// jsonFields lists the JSON names of the fields of the struct dst points
+// to, in declaration order.
+func jsonFields(dst any) []string {
+	t := reflect.TypeOf(dst)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	var names []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// JSONType names the JSON type that decodes into a Go value of type t ("a
+// number", "an array"), for a message about a value of the wrong type.
+func JSONType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	}
+	return "an object"
 }
 
 func decodeStrict(v any, dst any) error {

@@ -561,23 +561,14 @@ func (s *Server) parseEntry(r *http.Request, req *RunRequest, in []byte) (*call,
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckModalities(req.OutputModalities); err != nil {
-		return nil, err
-	}
-	if err := CheckParams(req.SamplingParams); err != nil {
-		return nil, err
-	}
 	route := s.cfg.Route
 	sel, err := route.Select(req.OutputModalities)
 	if err != nil {
 		return nil, err
 	}
-	if err := sel.CheckParams(len(req.SamplingParams)); err != nil {
-		return nil, err
-	}
 	// Refuse bad params of later stages now, not hops later, where this
 	// server can check them.
-	if err := s.orch.CheckParams(sel.Stages, req.SamplingParams); err != nil {
+	if err := s.orch.CheckParams(sel, req.SamplingParams); err != nil {
 		return nil, err
 	}
 	params := make([]json.RawMessage, route.NumIDs())
@@ -606,33 +597,6 @@ func RequestID(r *http.Request, body string) (string, error) {
 		return "", badRequest("request_id %q and header X-Request-Id %q differ; send one of them", body, h)
 	}
 	return body, nil
-}
-
-// CheckModalities refuses output modalities that JSON answers cannot
-// carry: the engines' intermediate kinds.
-func CheckModalities(mods []string) error {
-	for _, m := range mods {
-		switch engine.Kind(m) {
-		case engine.KindFrames, engine.KindSegments:
-			return badRequest("output modality %q is an intermediate kind this API does not return; select audio, timestamps or text", m)
-		}
-	}
-	return nil
-}
-
-// CheckParams refuses sampling_params entries that are not JSON objects or
-// null, before any engine sees them.
-func CheckParams(params []json.RawMessage) error {
-	for i, p := range params {
-		p = bytes.TrimSpace(p)
-		if len(p) == 0 || string(p) == "null" {
-			continue
-		}
-		if p[0] != '{' {
-			return badRequest("sampling_params[%d] must be a JSON object or null (the params of stage %d)", i, i)
-		}
-	}
-	return nil
 }
 
 func badRequest(format string, args ...any) error {

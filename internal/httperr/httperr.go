@@ -46,6 +46,12 @@ const (
 	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeForbiddenOrigin  = "forbidden_origin"
 	CodeForbiddenHost    = "forbidden_host"
+	// Requests net/http refuses before any handler runs.
+	CodeHeadersTooLarge     = "headers_too_large"
+	CodeHeaderTimeout       = "header_timeout"
+	CodeExpectationFailed   = "expectation_failed"
+	CodeUnsupportedEncoding = "unsupported_transfer_encoding"
+	CodeUnsupportedVersion  = "unsupported_http_version"
 )
 
 // Error is an error of the HTTP layer with its status: bad JSON, an

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/omnistage/omnistage/internal/engine"
 )
 
 // DecodeJSON decodes one JSON value from r strictly into dst: unknown
@@ -66,7 +68,7 @@ func jsonError(err error) error {
 		if te.Field == "" {
 			return Errorf(http.StatusBadRequest, CodeInvalidJSON, "request body must be a JSON object, not a JSON %s", te.Value)
 		}
-		return Errorf(http.StatusBadRequest, CodeInvalidJSON, "field %s: want %s, got a JSON %s", te.Field, jsonType(te.Type.String()), te.Value)
+		return Errorf(http.StatusBadRequest, CodeInvalidJSON, "field %s: want %s, got a JSON %s", te.Field, engine.JSONType(te.Type), te.Value)
 	}
 	return Errorf(http.StatusBadRequest, CodeInvalidJSON, "invalid request: %s", Short(strings.TrimPrefix(err.Error(), "json: ")))
 }
@@ -75,19 +77,3 @@ func jsonError(err error) error {
 // answer with: a 413 for an oversized body, a 408 for one that did not
 // arrive in time, else a 400.
 func ReadError(err error) error { return jsonError(err) }
-
-func jsonType(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"):
-		return "an integer"
-	case strings.HasPrefix(goType, "float"), strings.HasPrefix(goType, "*float"):
-		return "a number"
-	case goType == "string":
-		return "a string"
-	case goType == "bool":
-		return "a boolean"
-	}
-	return "an object"
-}

@@ -25,7 +25,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "omnistage_requests_total",
-			Help: "Requests that ended, by outcome (ok, or an error code).",
+			Help: "Requests that ended, or were refused at admission (overloaded, conflict), by outcome: ok, or an error code.",
 		}, []string{"outcome"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "omnistage_requests_inflight",

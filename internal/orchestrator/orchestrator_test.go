@@ -193,7 +193,7 @@ func TestBadRequests(t *testing.T) {
 		{Request{Modalities: []string{"video"}}, `unknown output modality "video"`},
 		{Request{Params: []json.RawMessage{nil}}, "sampling_params has 1 entries"},
 		{Request{Params: []json.RawMessage{nil, nil, nil, nil, nil}}, "only 4 stage ids"},
-		{Request{Params: []json.RawMessage{nil, nil, json.RawMessage(`{"bogus": 1}`)}}, `stage 2 (post): invalid sampling params: json: unknown field "bogus"`},
+		{Request{Params: []json.RawMessage{nil, nil, json.RawMessage(`{"bogus": 1}`)}}, `sampling_params[2]: stage 2 (post): invalid sampling params: bogus: unknown field; this stage takes only tag and fail`},
 		{Request{ID: "has space"}, "printable characters without spaces"},
 		{Request{ID: strings.Repeat("x", 200)}, "the limit is 128"},
 	}

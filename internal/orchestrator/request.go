@@ -161,16 +161,13 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := sel.CheckParams(len(req.Params)); err != nil {
+	if err := o.CheckParams(sel, req.Params); err != nil {
 		return nil, err
 	}
 	for _, id := range sel.Stages {
 		if o.stages[id] == nil {
 			return nil, newError(CodeUnavailable, "stage %d (%s) is not served here", id, o.cfg.StageName(id))
 		}
-	}
-	if err := o.CheckParams(sel.Stages, req.Params); err != nil {
-		return nil, err
 	}
 	id := req.ID
 	if id == "" {
@@ -210,17 +207,24 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 // noClient is stopOnClient for a ctx that is never cancelled.
 func noClient() bool { return false }
 
-// CheckParams checks the sampling params of the given stages with the
-// engines that can check them before anything runs. Stages not served here
-// are skipped: their own server checks them.
-func (o *Orchestrator) CheckParams(stages []int, params []json.RawMessage) error {
-	for _, id := range stages {
-		if id < 0 || id >= len(o.stages) || o.stages[id] == nil || o.stages[id].checker == nil {
-			continue
-		}
-		if err := o.stages[id].checker.CheckParams(paramAt(params, id)); err != nil {
-			return fmt.Errorf("stage %d (%s): %w", id, o.cfg.StageName(id), err)
-		}
+// CheckParams checks a request's sampling params for sel, the way
+// pipeline.Selection.CheckParams orders it: each entry's value first, then
+// the array's length. Each entry given is checked by its stage's engine
+// (engine.ParamsChecker) wherever that engine runs here, whether or not
+// the request runs the stage: the stages the route skips and an
+// audio-only request's aligner included. Stages not served here are left
+// to their own server.
+func (o *Orchestrator) CheckParams(sel *pipeline.Selection, params []json.RawMessage) error {
+	return sel.CheckParams(params, o.checkStageParams)
+}
+
+// checkStageParams is the pipeline.ParamsCheck of the stages served here.
+func (o *Orchestrator) checkStageParams(id int, params json.RawMessage) error {
+	if id >= len(o.stages) || o.stages[id] == nil || o.stages[id].checker == nil {
+		return nil
+	}
+	if err := o.stages[id].checker.CheckParams(params); err != nil {
+		return fmt.Errorf("sampling_params[%d]: stage %d (%s): %w", id, id, o.cfg.StageName(id), err)
 	}
 	return nil
 }
@@ -271,6 +275,7 @@ func (o *Orchestrator) admit(rq *request) error {
 	}
 	h := o.active[rq.id]
 	if h != nil && h.req != nil && !rq.hop {
+		o.metrics.requests.WithLabelValues(string(CodeConflict)).Inc()
 		return newError(CodeConflict, "request id %q is still in use (%s); reuse it once that request has ended", rq.id, State(h.req.state.Load()))
 	}
 	if o.inflight >= o.cfg.Deploy.MaxInflight {

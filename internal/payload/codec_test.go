@@ -276,7 +276,7 @@ func TestBadPayloads(t *testing.T) {
 		{"params length from Expect", with(func(*Envelope) {}), nil, Expect{Pipeline: "tts", Digest: testDigest, Stage: 1, NumStages: 3, NumParams: 4}, CodeOutOfRange, "needs 4"},
 		{"params not an object", with(func(e *Envelope) { e.Params[1] = json.RawMessage(`[1]`) }), nil, Expect{}, CodeUndecodable, "sampling_params[1] is not a JSON object or null"},
 		{"params not JSON", with(func(e *Envelope) { e.Params[1] = json.RawMessage(`{"a":`) }), nil, Expect{}, CodeUndecodable, "sampling_params[1] is not a JSON object or null"},
-		{"unknown modality", with(func(e *Envelope) { e.Outputs = []string{"audio", "video"} }), nil, Expect{}, CodeOutOfRange, `output_modalities[1] is "video", which is not a kind`},
+		{"unknown modality", with(func(e *Envelope) { e.Outputs = []string{"audio", "video"} }), nil, Expect{}, CodeOutOfRange, `output_modalities[1]: unknown output modality "video"`},
 		{"carried unselected", with(func(e *Envelope) {
 			e.Carried = []StageOutput{{Stage: 0, Kind: engine.KindFrames, Chunks: []engine.Chunk{framesChunk(1, 1, 0)}}}
 		}), nil, Expect{}, CodeOutOfRange, `carried[0] is "frames", which is not one of the request's output_modalities (audio, timestamps)`},

@@ -1,8 +1,6 @@
 package payload
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -10,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 // check reports whether e may be run by the server described by want:
@@ -98,18 +97,13 @@ func (e *Envelope) validate() *Error {
 			return newError(CodeOutOfRange, "payload's %s stage is %d; stage ids start at 0", id.name, id.id)
 		}
 	}
-	for i, p := range e.Params {
-		if len(p) > 0 && !objectOrNull(p) {
-			return newError(CodeUndecodable, "payload's sampling_params[%d] is not a JSON object or null", i)
-		}
+	// The checks every request's params and modalities pass, whichever
+	// way they came.
+	if err := pipeline.CheckParams(e.Params, nil); err != nil {
+		return newError(CodeUndecodable, "payload's %v", err)
 	}
-	for i, o := range e.Outputs {
-		if !engine.Kind(o).Valid() {
-			return newError(CodeOutOfRange, "payload's output_modalities[%d] is %q, which is not a kind (%s)", i, o, kindList())
-		}
-		if slices.Contains(e.Outputs[:i], o) {
-			return newError(CodeOutOfRange, "payload's output_modalities name %s twice", o)
-		}
+	if err := pipeline.CheckModalities(e.Outputs); err != nil {
+		return newError(CodeOutOfRange, "payload's %v", err)
 	}
 	for i, o := range e.Carried {
 		if o.Stage < 0 {
@@ -246,20 +240,6 @@ func nonFinite(s []float32) int {
 		}
 	}
 	return -1
-}
-
-// objectOrNull reports whether p is a JSON object or null.
-func objectOrNull(p json.RawMessage) bool {
-	t := bytes.TrimLeft(p, " \t\r\n")
-	return len(t) > 0 && (t[0] == '{' || t[0] == 'n') && json.Valid(p)
-}
-
-func kindList() string {
-	names := make([]string, len(engine.Kinds))
-	for i, k := range engine.Kinds {
-		names[i] = string(k)
-	}
-	return strings.Join(names, ", ")
 }
 
 // numParams returns the required length of Params.

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -276,10 +277,10 @@ func TestSelect(t *testing.T) {
 		{file: "sequential.good.yaml", modalities: []string{"audio"}, final: 2, stages: "0,1,2", outputs: "2:audio", need: 3},
 		{file: "sequential.good.yaml", modalities: []string{"audio", "timestamps"}, final: 3, stages: "0,1,2,3", outputs: "2:audio 3:timestamps", need: 4},
 		{file: "sequential.good.yaml", modalities: []string{"timestamps"}, final: 3, stages: "0,1,2,3", outputs: "3:timestamps", need: 4},
-		{file: "sequential.good.yaml", modalities: []string{"timestamps", "audio", "audio"}, final: 3, stages: "0,1,2,3", outputs: "2:audio 3:timestamps", need: 4},
+		{file: "sequential.good.yaml", modalities: []string{"timestamps", "audio", "audio"}, err: `output_modalities[2]: "audio" is already output_modalities[1]`},
 		{file: "sequential-noaligner.good.yaml", modalities: []string{"timestamps"}, err: `no stage on the route produces output "timestamps"`},
 		{file: "sequential.good.yaml", modalities: []string{"video"}, err: `unknown output modality "video"`},
-		{file: "sequential.good.yaml", modalities: []string{"frames"}, err: `no stage on the route produces output "frames"`},
+		{file: "sequential.good.yaml", modalities: []string{"frames"}, err: `output_modalities[0]: "frames" is an intermediate kind`},
 		{file: "skip.good.yaml", final: 1, stages: "0,1", outputs: "1:audio", need: 2},
 		{file: "skip.good.yaml", modalities: []string{"audio", "timestamps"}, final: 3, stages: "0,1,3", outputs: "1:audio 3:timestamps", need: 4},
 		{file: "reorder.good.yaml", final: 1, stages: "0,2,1", outputs: "1:audio", need: 3},
@@ -350,7 +351,7 @@ func TestCheckParams(t *testing.T) {
 		{stamps, 4, ""},
 	}
 	for _, tc := range cases {
-		err := tc.sel.CheckParams(tc.n)
+		err := tc.sel.CheckParams(make([]json.RawMessage, tc.n), nil)
 		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("CheckParams(%d) for final %d = %v, want %q", tc.n, tc.sel.Final, err, tc.want)
 		}

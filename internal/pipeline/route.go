@@ -131,17 +131,22 @@ type SelectError struct{ Msg string }
 func (e *SelectError) Error() string { return e.Msg }
 
 // Select resolves a request's output modalities. No modalities means the
-// type of the route's tail (without the aligner). Each modality is served by
-// the last route stage whose final output has that type; the final stage is
-// the latest of those. Selections may be shared between requests: callers
-// must not modify them.
+// type of the route's tail (without the aligner). A list is first checked
+// on its own (CheckModalities); then each modality is served by the last
+// route stage whose final output has that type, and the final stage is the
+// latest of those. Selections may be shared between requests: callers must
+// not modify them.
 func (r *Route) Select(modalities []string) (*Selection, error) {
 	if len(modalities) == 0 && r.defaultSel != nil {
 		return r.defaultSel, nil
 	}
+	if err := CheckModalities(modalities); err != nil {
+		return nil, err
+	}
 	return r.selectNew(modalities)
 }
 
+// selectNew resolves modalities that passed CheckModalities, or none.
 func (r *Route) selectNew(modalities []string) (*Selection, error) {
 	if len(modalities) == 0 {
 		modalities = []string{string(r.output[r.Tail()])}
@@ -149,12 +154,6 @@ func (r *Route) selectNew(modalities []string) (*Selection, error) {
 	var outs []Selected
 	for _, m := range modalities {
 		k := engine.Kind(m)
-		if !k.Valid() {
-			return nil, &SelectError{Msg: fmt.Sprintf("unknown output modality %q (modalities: %s)", m, kindList())}
-		}
-		if slices.ContainsFunc(outs, func(o Selected) bool { return o.Kind == k }) {
-			continue
-		}
 		best := -1
 		for _, id := range r.chain {
 			if r.final[id] && r.output[id] == k {
@@ -205,21 +204,6 @@ func (r *Route) unservable(k engine.Kind) error {
 		return &SelectError{Msg: fmt.Sprintf("output %q is produced only by %s, which the route skips", k, strings.Join(skipped, " and "))}
 	}
 	return &SelectError{Msg: fmt.Sprintf("no stage on the route produces output %q", k)}
-}
-
-// CheckParams checks the length of a request's sampling_params array, which
-// is indexed by stage id. An absent array (n == 0) means defaults everywhere.
-func (s *Selection) CheckParams(n int) error {
-	if n == 0 {
-		return nil
-	}
-	if n < s.NeedParams {
-		return &SelectError{Msg: fmt.Sprintf("sampling_params has %d entries but this request runs stage %d: it needs at least %d (one per stage id, null for defaults)", n, s.NeedParams-1, s.NeedParams)}
-	}
-	if n > s.numIDs {
-		return &SelectError{Msg: fmt.Sprintf("sampling_params has %d entries but the pipeline has only %d stage ids", n, s.numIDs)}
-	}
-	return nil
 }
 
 // Returns reports whether the selection returns stage id's output.

@@ -263,8 +263,8 @@ func TestProcessParamErrors(t *testing.T) {
 	e := newTestEnhancer(t, nil)
 	tests := []struct{ params, want string }{
 		{`{"sample_rate": 12345}`, "invalid sampling params: sample_rate: 12345 Hz is not offered"},
-		{`{"rate": 16000}`, `invalid sampling params: json: unknown field "rate"`},
-		{`{"normalize": "yes"}`, "invalid sampling params: json: cannot unmarshal"},
+		{`{"rate": 16000}`, "invalid sampling params: rate: unknown field; this stage takes only sample_rate and normalize"},
+		{`{"normalize": "yes"}`, "invalid sampling params: normalize: want a boolean, got a JSON string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.params, func(t *testing.T) {
