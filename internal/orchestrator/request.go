@@ -442,7 +442,7 @@ func (rq *request) runStage(b *binding) {
 	err := b.replica.Engine.Process(rq.processCtx(b), &b.job)
 	b.ended = time.Now()
 	b.stage.duration.Observe(b.ended.Sub(b.started).Seconds())
-	b.endStageSpan(err)
+	b.endStageSpan(err, err != nil && rq.ctx.Err() != nil)
 	if sink.down != nil {
 		close(sink.down)
 	}

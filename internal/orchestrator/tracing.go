@@ -106,12 +106,17 @@ func (rq *request) processCtx(b *binding) context.Context {
 	return trace.ContextWithSpan(rq.ctx, b.span)
 }
 
-// endStageSpan ends b's stage span with the stage's outcome.
-func (b *binding) endStageSpan(err error) {
+// endStageSpan ends b's stage span with the stage's outcome. A stage
+// stopped because its request ended first (another stage failed, an
+// abort) has not failed itself: its span gets a cancelled event.
+func (b *binding) endStageSpan(err error, requestEnded bool) {
 	if b.span == nil {
 		return
 	}
-	if err != nil {
+	switch {
+	case err != nil && requestEnded:
+		b.span.AddEvent("cancelled")
+	case err != nil:
 		b.span.RecordError(err)
 		b.span.SetStatus(codes.Error, err.Error())
 	}
@@ -128,7 +133,7 @@ func (rq *request) endRequestSpan(cause error) {
 	for i := range rq.bindings {
 		if b := &rq.bindings[i]; b.span != nil && b.started.IsZero() {
 			b.ended = now
-			b.endStageSpan(cause)
+			b.endStageSpan(cause, true) // bound, then another stage could not be
 		}
 	}
 	if rq.span == nil {
