@@ -143,10 +143,21 @@ type OutputFunc func(kind engine.Kind, c engine.Chunk) error
 
 // Run drives req, stage 0's request (StageID nil means 0), through the
 // chain, calling out with the chunks of every selected output as they
-// pass. It returns when the final answer has ended and every output has
-// been handed to out, or at the first failure (a *StageError names the
-// hop), or when ctx ends; it ends every call it started before returning.
+// pass; out is never called concurrently (the hops' answers are read at
+// once, so its calls come from several goroutines, one at a time). It
+// returns when the final answer has ended and every output has been
+// handed to out, or at the first failure (a *StageError names the hop),
+// or when ctx ends; it ends every call it started before returning.
 func (c *Chain) Run(ctx context.Context, req *RunRequest, out OutputFunc) (*Result, error) {
+	if out != nil {
+		var mu sync.Mutex
+		each := out
+		out = func(kind engine.Kind, ch engine.Chunk) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return each(kind, ch)
+		}
+	}
 	stage := 0
 	if req.StageID != nil {
 		stage = *req.StageID
