@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engines/testengine"
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -38,7 +40,7 @@ func TestBodyBudget(t *testing.T) {
 	var mu sync.Mutex
 	started := 0
 	hooks := &testengine.Hooks{Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
-		if job.StageID == 1 {
+		if job.StageID == 1 && job.RequestID != "big-frame" {
 			mu.Lock()
 			started++
 			mu.Unlock()
@@ -79,6 +81,18 @@ func TestBodyBudget(t *testing.T) {
 	status, msg := post()
 	if status != http.StatusServiceUnavailable || !strings.Contains(msg, "overloaded") || !strings.Contains(msg, "/v1/run bodies") {
 		t.Errorf("a fifth body: %d %s, want 503 overloaded", status, msg)
+	}
+	// A streamed call's big frame needs the same memory: refused alike,
+	// in the answer's error frame.
+	caller, err := hop.NewCaller(cfg, 1, &hop.Client{}, payload.NewCodec(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := engine.Chunk{Text: &engine.Text{Text: strings.Repeat("x", payload.ReserveMin+1)}}
+	err = caller.Call(context.Background(), srv.URL, &engine.Job{RequestID: "big-frame", StageID: 1, In: engine.NewSliceSource(big), Out: &engine.SliceSink{}})
+	var he *hop.HTTPError
+	if !errors.As(err, &he) || he.Status != http.StatusServiceUnavailable || he.Code != "overloaded" || !strings.Contains(he.Message, "/v1/run frames") {
+		t.Errorf("a streamed call with a big frame: %v, want 503 overloaded", err)
 	}
 	close(release)
 	wg.Wait()

@@ -340,9 +340,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, start time.
 	// nothing of its input.
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
+	// Big frames take their memory from the bodies' budget (the small
+	// frames of audio never do).
+	sr.SetReserve(func(n int) (func(), error) { return s.reserve(r.Context(), int64(n), "frames") })
 	input := readFrames(sr, body, s.cfg.Deploy.StreamBuffer, func(err error) {
 		cancel(fmt.Errorf("the caller went away: %w", err))
 	})
+	defer sr.Release() // after input.close: the reader has stopped
 	defer input.close()
 	c.input = input
 	err = s.runStreamed(w, r.WithContext(ctx), c)
@@ -711,8 +715,8 @@ type frameSource struct {
 }
 
 // readFrames starts reading sr's data frames into a frameSource holding
-// up to n. When the body fails (not a bad payload: the connection),
-// gone is called with the cause.
+// up to n. When the body fails (not a bad payload, nor a frame refused for
+// want of memory: the connection), gone is called with the cause.
 func readFrames(sr *payload.StreamReader, body *bodyReader, n int, gone func(error)) *frameSource {
 	f := &frameSource{frames: make(chan engine.Chunk, n), done: make(chan struct{}), stop: make(chan struct{}), body: body}
 	go func() {
@@ -721,7 +725,8 @@ func readFrames(sr *payload.StreamReader, body *bodyReader, n int, gone func(err
 			c, err := sr.Next()
 			if err != nil {
 				var pe *payload.Error
-				if !errors.Is(err, io.EOF) && (!errors.As(err, &pe) || pe.Code == payload.CodeTruncated) {
+				var busy *orchestrator.Error
+				if !errors.Is(err, io.EOF) && !errors.As(err, &busy) && (!errors.As(err, &pe) || pe.Code == payload.CodeTruncated) {
 					gone(err)
 				}
 				f.err = err
@@ -777,15 +782,21 @@ func (s *Server) reserveBody(r *http.Request) (release func(), err error) {
 	if n < 0 || n > s.opts.MaxBody {
 		n = s.opts.MaxBody // a longer body is refused as it is read
 	}
-	n = max(n, 1)
+	return s.reserve(r.Context(), max(n, 1), "bodies")
+}
+
+// reserve takes n bytes from the budget of bodies and big stream frames,
+// waiting at most the body read timeout.
+func (s *Server) reserve(ctx context.Context, n int64, what string) (release func(), err error) {
+	n = min(n, s.opts.MaxBodyMemory)
 	if !s.bodies.TryAcquire(n) {
-		ctx, cancel := context.WithTimeout(r.Context(), s.opts.BodyReadTimeout)
+		wctx, cancel := context.WithTimeout(ctx, s.opts.BodyReadTimeout)
 		defer cancel()
-		if err := s.bodies.Acquire(ctx, n); err != nil {
-			if r.Context().Err() != nil {
-				return nil, r.Context().Err()
+		if err := s.bodies.Acquire(wctx, n); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
 			}
-			return nil, &orchestrator.Error{Code: orchestrator.CodeOverloaded, Msg: fmt.Sprintf("server busy: the /v1/run bodies in progress hold all of its %d MiB for them; retry later", s.opts.MaxBodyMemory>>20)}
+			return nil, &orchestrator.Error{Code: orchestrator.CodeOverloaded, Msg: fmt.Sprintf("server busy: the /v1/run %s in progress hold all of its %d MiB for them; retry later", what, s.opts.MaxBodyMemory>>20)}
 		}
 	}
 	return func() { s.bodies.Release(n) }, nil

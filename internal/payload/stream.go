@@ -307,6 +307,31 @@ type StreamReader struct {
 	data    int         // data frames read
 	buf     *[]byte     // the body of the current frame
 	err     error
+
+	reserve func(n int) (release func(), err error) // see SetReserve
+	release func()                                  // of the current frame's reservation
+}
+
+// ReserveMin is the longest frame body a StreamReader reads without a
+// reservation (SetReserve): a frame of audio is about 3 KB.
+const ReserveMin = 1 << 20
+
+// SetReserve makes s call reserve with a frame's length before it reads a
+// frame body longer than ReserveMin bytes, so that a server can bound the
+// memory of the big frames all its streams read at once. The release
+// reserve returns is called when the next frame is read, or by Release.
+// An error from reserve ends the stream with that error.
+func (s *StreamReader) SetReserve(reserve func(n int) (release func(), err error)) {
+	s.reserve = reserve
+}
+
+// Release gives back the reservation of the frame read last, if any. Call
+// it once done with the reader; it must not run at the same time as Next.
+func (s *StreamReader) Release() {
+	if s.release != nil {
+		s.release()
+		s.release = nil
+	}
 }
 
 // readBufSize is the read buffer of a StreamReader: frames are read from
@@ -554,6 +579,14 @@ func (s *StreamReader) readFrame() (FrameKind, []byte, error) {
 	total := int(n)
 	if s.signed {
 		total += tagLen
+	}
+	s.Release()
+	if s.reserve != nil && total > ReserveMin {
+		release, err := s.reserve(total)
+		if err != nil {
+			return 0, nil, err
+		}
+		s.release = release
 	}
 	b, err := s.readBody(head[:], total)
 	if err != nil {
