@@ -717,6 +717,29 @@ func TestChartRenders(t *testing.T) {
 			},
 		},
 		{
+			name:   "tracing",
+			values: map[string]any{"tracing": map[string]any{"otlpEndpoint": "http://collector:4318", "sampler": "parentbased_traceidratio", "samplerArg": "0.25"}},
+			want:   want{route: tts},
+			check: func(t *testing.T, m *manifests) {
+				if len(m.deployments) != 4 {
+					t.Errorf("%d Deployments; want 4", len(m.deployments))
+				}
+				for _, d := range m.deployments {
+					env := map[string]string{}
+					for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+						env[e.Name] = e.Value
+					}
+					want := map[string]string{
+						"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_SERVICE_NAME": d.Name,
+						"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25",
+					}
+					if !maps.Equal(env, want) {
+						t.Errorf("Deployment %s: env %v; want %v", d.Name, env, want)
+					}
+				}
+			},
+		},
+		{
 			name: "existing secret",
 			values: set("keys.payload.existingSecret", "omni-keys",
 				"keys.api.existingSecret", "omni-keys", "keys.api.secretKey", "token"),

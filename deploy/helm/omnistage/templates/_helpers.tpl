@@ -232,6 +232,7 @@ changes).
 {{- define "omnistage.deployment" -}}
 {{- $root := .root }}
 {{- $s := .settings }}
+{{- $name := .name }}
 {{- $sel := dict "root" $root "component" .component "role" .role }}
 apiVersion: apps/v1
 kind: Deployment
@@ -291,6 +292,23 @@ spec:
             {{- range $s.extraArgs }}
             - {{ . | quote }}
             {{- end }}
+          {{- with $root.Values.tracing }}
+          {{- if .otlpEndpoint }}
+          env:
+            - name: OTEL_EXPORTER_OTLP_ENDPOINT
+              value: {{ .otlpEndpoint | quote }}
+            - name: OTEL_SERVICE_NAME
+              value: {{ $name | quote }}
+            {{- if .sampler }}
+            - name: OTEL_TRACES_SAMPLER
+              value: {{ .sampler | quote }}
+            {{- end }}
+            {{- if .samplerArg }}
+            - name: OTEL_TRACES_SAMPLER_ARG
+              value: {{ .samplerArg | quote }}
+            {{- end }}
+          {{- end }}
+          {{- end }}
           ports:
             - name: http
               containerPort: {{ int $root.Values.port }}
