@@ -14,6 +14,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/api"
 	"github.com/omnistage/omnistage/internal/engines/worker"
+	"github.com/omnistage/omnistage/internal/memtrim"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 )
@@ -116,6 +117,13 @@ func serve(ctx context.Context, env Env, args []string) int {
 	// processes write their output where this server does.
 	orchOpts := env.orchestratorOptions(cfg, codec)
 	orchOpts.Registerer, orchOpts.Logger = reg, log
+	trim, err := memtrim.New(memtrim.Options{Logger: log, Registerer: reg})
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
+		return ExitFailure
+	}
+	defer trim.Close()
+	orchOpts.Idle = trim
 	if asWorker {
 		orchOpts.Stages = []int{*stage}
 	} else if opts.Stage != nil {
