@@ -15,6 +15,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/api"
 	"github.com/omnistage/omnistage/internal/engines/worker"
+	"github.com/omnistage/omnistage/internal/memtrim"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/telemetry"
@@ -143,6 +144,13 @@ func serve(ctx context.Context, env Env, args []string) int {
 	// processes write their output where this server does.
 	orchOpts := env.orchestratorOptions(cfg, codec, tracing.TracerProvider())
 	orchOpts.Registerer, orchOpts.Logger = reg, log
+	trim, err := memtrim.New(memtrim.Options{Logger: log, Registerer: reg})
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
+		return ExitFailure
+	}
+	defer trim.Close()
+	orchOpts.Idle = trim
 	if asWorker {
 		orchOpts.Stages = []int{*stage}
 	} else if opts.Stage != nil {

@@ -108,6 +108,19 @@ type Options struct {
 	// TracerProvider, when not nil, traces every request (see tracing.go);
 	// nil traces nothing, at no cost.
 	TracerProvider trace.TracerProvider
+	// Idle, when not nil, hears when the orchestrator becomes busy and
+	// idle (package memtrim trims memory when it has gone quiet).
+	Idle IdleObserver
+}
+
+// IdleObserver hears when requests start and stop being in flight (hops
+// included). Busy is called when a request is admitted while none is in
+// flight, Idle when the last one in flight ends; the calls alternate,
+// Busy first, and are made under the orchestrator's lock, so they must
+// not block.
+type IdleObserver interface {
+	Busy()
+	Idle()
 }
 
 // Orchestrator runs one pipeline.

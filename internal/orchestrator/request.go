@@ -296,6 +296,9 @@ func (o *Orchestrator) admit(rq *request) error {
 	}
 	o.inflight++
 	o.metrics.inflight.Set(float64(o.inflight))
+	if o.inflight == 1 && o.opts.Idle != nil {
+		o.opts.Idle.Busy()
+	}
 	return nil
 }
 
@@ -316,6 +319,9 @@ func (o *Orchestrator) release(rq *request) {
 	}
 	o.inflight--
 	o.metrics.inflight.Set(float64(o.inflight))
+	if o.inflight == 0 && o.opts.Idle != nil {
+		o.opts.Idle.Idle()
+	}
 	if o.inflight == 0 && o.idle != nil {
 		close(o.idle)
 		o.idle = nil
