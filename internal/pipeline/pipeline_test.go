@@ -13,6 +13,25 @@ import (
 	"time"
 )
 
+// eachTestdata runs fn, as a subtest named after the file, on each file
+// that matches pattern; no file is a failure.
+func eachTestdata(t *testing.T, pattern string, fn func(t *testing.T, file string, data []byte)) {
+	t.Helper()
+	files, _ := filepath.Glob(pattern)
+	if len(files) == 0 {
+		t.Fatal("no testdata")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fn(t, f, data)
+		})
+	}
+}
+
 // expectations reads the "# key: value" lines at the top of a testdata file.
 func expectations(t *testing.T, data []byte) map[string][]string {
 	t.Helper()
@@ -37,103 +56,83 @@ func idList(ids []int) string {
 }
 
 func TestGoodConfigs(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.good.yaml")
-	if len(files) == 0 {
-		t.Fatal("no testdata")
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
+	eachTestdata(t, "testdata/*.good.yaml", func(t *testing.T, f string, data []byte) {
+		want := expectations(t, data)
+		c, err := Parse(data, f)
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		r := c.Route
+		if got := joinArrow(r.Order()); got != want["route"][0] {
+			t.Errorf("route = %q, want %q", got, want["route"][0])
+		}
+		if got := idList(r.Skipped()); got != strings.ReplaceAll(want["skipped"][0], " ", "") {
+			t.Errorf("skipped = %q, want %q", got, want["skipped"][0])
+		}
+		gotAligner := "none"
+		if id, ok := r.Aligner(); ok {
+			gotAligner = fmt.Sprint(id)
+		}
+		if gotAligner != want["aligner"][0] {
+			t.Errorf("aligner = %s, want %s", gotAligner, want["aligner"][0])
+		}
+		gotTr := "omitted"
+		if tr := r.Transitions(); tr != nil {
+			var parts []string
+			for _, e := range tr {
+				parts = append(parts, fmt.Sprintf("[%d,%d]", e[0], e[1]))
 			}
-			want := expectations(t, data)
-			c, err := Parse(data, f)
-			if err != nil {
-				t.Fatalf("Parse: %v", err)
-			}
-			r := c.Route
-			if got := joinArrow(r.Order()); got != want["route"][0] {
-				t.Errorf("route = %q, want %q", got, want["route"][0])
-			}
-			if got := idList(r.Skipped()); got != strings.ReplaceAll(want["skipped"][0], " ", "") {
-				t.Errorf("skipped = %q, want %q", got, want["skipped"][0])
-			}
-			gotAligner := "none"
-			if id, ok := r.Aligner(); ok {
-				gotAligner = fmt.Sprint(id)
-			}
-			if gotAligner != want["aligner"][0] {
-				t.Errorf("aligner = %s, want %s", gotAligner, want["aligner"][0])
-			}
-			gotTr := "omitted"
-			if tr := r.Transitions(); tr != nil {
-				var parts []string
-				for _, e := range tr {
-					parts = append(parts, fmt.Sprintf("[%d,%d]", e[0], e[1]))
-				}
-				gotTr = strings.Join(parts, " ")
-			}
-			if gotTr != want["transitions"][0] {
-				t.Errorf("transitions = %s, want %s", gotTr, want["transitions"][0])
-			}
-			checkRouteInvariants(t, c)
-		})
-	}
+			gotTr = strings.Join(parts, " ")
+		}
+		if gotTr != want["transitions"][0] {
+			t.Errorf("transitions = %s, want %s", gotTr, want["transitions"][0])
+		}
+		checkRouteInvariants(t, c)
+	})
 }
 
 func joinArrow(ids []int) string { return chainString(ids) }
 
 func TestBadConfigs(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.bad.yaml")
-	if len(files) == 0 {
-		t.Fatal("no testdata")
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
+	eachTestdata(t, "testdata/*.bad.yaml", func(t *testing.T, f string, data []byte) {
+		want := expectations(t, data)["error"]
+		c, err := Parse(data, f)
+		if err == nil {
+			// Engine names are checked against the registry of the
+			// program that runs the pipeline, after parsing.
+			err = c.CheckEngines(knownEngine, knownEngines)
+		}
+		if err == nil {
+			t.Fatalf("Parse and CheckEngines succeeded with route %v, want errors %q", c.Route, want)
+		}
+		var errs Errors
+		if !errors.As(err, &errs) {
+			t.Fatalf("error is %T, want Errors", err)
+		}
+		var got []string
+		for _, e := range errs {
+			got = append(got, e.Error())
+			if e.File != f {
+				t.Errorf("error %q does not name the file", e)
 			}
-			want := expectations(t, data)["error"]
-			c, err := Parse(data, f)
-			if err == nil {
-				// Engine names are checked against the registry of the
-				// program that runs the pipeline, after parsing.
-				err = c.CheckEngines(knownEngine, knownEngines)
-			}
-			if err == nil {
-				t.Fatalf("Parse and CheckEngines succeeded with route %v, want errors %q", c.Route, want)
-			}
-			var errs Errors
-			if !errors.As(err, &errs) {
-				t.Fatalf("error is %T, want Errors", err)
-			}
-			var got []string
-			for _, e := range errs {
-				got = append(got, e.Error())
-				if e.File != f {
-					t.Errorf("error %q does not name the file", e)
-				}
-			}
-			used := make([]bool, len(got))
-		next:
-			for _, w := range want {
-				for i, g := range got {
-					if !used[i] && strings.Contains(g, w) {
-						used[i] = true
-						continue next
-					}
-				}
-				t.Errorf("no error contains %q", w)
-			}
+		}
+		used := make([]bool, len(got))
+	next:
+		for _, w := range want {
 			for i, g := range got {
-				if !used[i] {
-					t.Errorf("unexpected error %q", g)
+				if !used[i] && strings.Contains(g, w) {
+					used[i] = true
+					continue next
 				}
 			}
-		})
-	}
+			t.Errorf("no error contains %q", w)
+		}
+		for i, g := range got {
+			if !used[i] {
+				t.Errorf("unexpected error %q", g)
+			}
+		}
+	})
 }
 
 // knownEngines stands in for a program's engine registry: the built-in

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -46,59 +44,49 @@ func fakeCheck(c *Config) ParamsCheck {
 // request body per file, its configuration and the expected selection
 // (*.good.yaml) or error (*.bad.yaml) in "# key: value" lines.
 func TestRequests(t *testing.T) {
-	files, _ := filepath.Glob("testdata/requests/*.yaml")
-	if len(files) == 0 {
-		t.Fatal("no testdata")
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			data, err := os.ReadFile(f)
+	eachTestdata(t, "testdata/requests/*.yaml", func(t *testing.T, f string, data []byte) {
+		want := expectations(t, data)
+		c := mustParse(t, want["config"][0])
+		var body []byte
+		for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+			if !bytes.HasPrefix(line, []byte("#")) {
+				body = append(body, line...)
+			}
+		}
+		var req struct {
+			OutputModalities []string          `json:"output_modalities"`
+			SamplingParams   []json.RawMessage `json:"sampling_params"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			t.Fatalf("request: %v", err)
+		}
+		sel, err := c.Route.Select(req.OutputModalities)
+		if err == nil {
+			err = sel.CheckParams(req.SamplingParams, fakeCheck(c))
+		}
+		if strings.HasSuffix(f, ".good.yaml") {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := expectations(t, data)
-			c := mustParse(t, want["config"][0])
-			var body []byte
-			for _, line := range bytes.SplitAfter(data, []byte("\n")) {
-				if !bytes.HasPrefix(line, []byte("#")) {
-					body = append(body, line...)
-				}
+			if got := fmt.Sprint(sel.Final); got != want["final"][0] {
+				t.Errorf("final stage %s, want %s", got, want["final"][0])
 			}
-			var req struct {
-				OutputModalities []string          `json:"output_modalities"`
-				SamplingParams   []json.RawMessage `json:"sampling_params"`
+			if got := idList(sel.Stages); got != want["stages"][0] {
+				t.Errorf("stages %s, want %s", got, want["stages"][0])
 			}
-			dec := json.NewDecoder(bytes.NewReader(body))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&req); err != nil {
-				t.Fatalf("request: %v", err)
-			}
-			sel, err := c.Route.Select(req.OutputModalities)
-			if err == nil {
-				err = sel.CheckParams(req.SamplingParams, fakeCheck(c))
-			}
-			if strings.HasSuffix(f, ".good.yaml") {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := fmt.Sprint(sel.Final); got != want["final"][0] {
-					t.Errorf("final stage %s, want %s", got, want["final"][0])
-				}
-				if got := idList(sel.Stages); got != want["stages"][0] {
-					t.Errorf("stages %s, want %s", got, want["stages"][0])
-				}
-				return
-			}
-			var se *SelectError
-			var pe *engine.ParamError
-			if err == nil || !strings.Contains(err.Error(), want["error"][0]) {
-				t.Fatalf("error %v, want one containing %q", err, want["error"][0])
-			}
-			if !errors.As(err, &se) && !errors.As(err, &pe) {
-				t.Errorf("error %T is neither a *SelectError nor a *engine.ParamError: it would not be a 400", err)
-			}
-		})
-	}
+			return
+		}
+		var se *SelectError
+		var pe *engine.ParamError
+		if err == nil || !strings.Contains(err.Error(), want["error"][0]) {
+			t.Fatalf("error %v, want one containing %q", err, want["error"][0])
+		}
+		if !errors.As(err, &se) && !errors.As(err, &pe) {
+			t.Errorf("error %T is neither a *SelectError nor a *engine.ParamError: it would not be a 400", err)
+		}
+	})
 }
 
 // TestModalitiesLongList checks that a list of any length is refused at
