@@ -8,14 +8,15 @@ import (
 )
 
 // corsHandler lets pages of origins call h from a browser: the methods and
-// request headers the API takes, and the response headers a page needs to
-// read (the request id, the sample rate of PCM, the timestamps and the
+// request headers the API takes (with the W3C trace context, so a traced
+// page's requests join its trace), and the response headers a page needs
+// to read (the request id, the sample rate of PCM, the timestamps and the
 // error of a stream cut short).
 func corsHandler(origins []string, h http.Handler) http.Handler {
 	return cors.New(cors.Options{
 		AllowedOrigins: origins,
 		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete},
-		AllowedHeaders: []string{"Authorization", "Content-Type", headerRequestID, headerTimestamps},
+		AllowedHeaders: []string{"Authorization", "Content-Type", headerRequestID, headerTimestamps, "Traceparent", "Tracestate", "Baggage"},
 		ExposedHeaders: []string{headerRequestID, headerSampleRate, headerTimestamps, headerTimestampsOmitted, headerStreamError},
 		MaxAge:         int((10 * time.Minute).Seconds()),
 	}).Handler(h)

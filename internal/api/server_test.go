@@ -367,7 +367,7 @@ func TestCORS(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodOptions, f.url+"/v1/audio/speech", nil)
 		req.Header.Set("Origin", from)
 		req.Header.Set("Access-Control-Request-Method", "POST")
-		req.Header.Set("Access-Control-Request-Headers", "authorization,content-type") // as browsers send it
+		req.Header.Set("Access-Control-Request-Headers", "authorization,content-type,traceparent") // as browsers send it
 		resp, err := f.client.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -376,7 +376,7 @@ func TestCORS(t *testing.T) {
 		return resp
 	}
 	f := newFixture(t, setup{yaml: speechYAML, opts: Options{CORSOrigins: []string{origin}}})
-	if resp := preflight(f, origin); resp.Header.Get("Access-Control-Allow-Origin") != origin || !strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "authorization") {
+	if resp := preflight(f, origin); resp.Header.Get("Access-Control-Allow-Origin") != origin || !strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "traceparent") {
 		t.Errorf("preflight from %s: status %d, headers %v", origin, resp.StatusCode, resp.Header)
 	}
 	if resp := preflight(f, "https://evil.example"); resp.Header.Get("Access-Control-Allow-Origin") != "" {
