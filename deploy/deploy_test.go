@@ -183,13 +183,23 @@ func builtinPipeline(t *testing.T, name string) map[string]any {
 
 // argValue returns the value that follows flag in args.
 func argValue(args []string, flag string) (string, bool) {
+	vs := argValues(args, flag)
+	if len(vs) == 0 {
+		return "", false
+	}
+	return vs[len(vs)-1], true
+}
+
+// argValues returns every value given to flag in args, in order.
+func argValues(args []string, flag string) []string {
+	var vs []string
 	for i, a := range args {
 		if a == flag && i+1 < len(args) {
-			return args[i+1], true
+			vs = append(vs, args[i+1])
 		}
 		if v, ok := strings.CutPrefix(a, flag+"="); ok {
-			return v, true
+			vs = append(vs, v)
 		}
 	}
-	return "", false
+	return vs
 }

@@ -279,6 +279,12 @@ func (s server) keyFile(t *testing.T, flag string) secretRef {
 	if !ok {
 		t.Fatalf("Deployment %s: no %s in %v", s.d.Name, flag, s.args)
 	}
+	return s.secretOf(t, file)
+}
+
+// secretOf returns the Secret key mounted as file.
+func (s server) secretOf(t *testing.T, file string) secretRef {
+	t.Helper()
 	v, rel := s.mountedFile(t, file)
 	var sources []*corev1.SecretProjection
 	switch {
@@ -751,6 +757,30 @@ func TestChartRenders(t *testing.T) {
 				_, front := m.servers(t)
 				if got := front.keyFile(t, "--api-key-file"); got != (secretRef{"omni-keys", "token"}) {
 					t.Errorf("the API key comes from %v; want omni-keys/token", got)
+				}
+			},
+		},
+		{
+			name:   "payload key rotation",
+			values: set("keys.payloadAccepted.existingSecret", "omni-old", "keys.payloadAccepted.secretKey", "key"),
+			want:   want{route: tts},
+			check: func(t *testing.T, m *manifests) {
+				stages, front := m.servers(t)
+				all := []server{front}
+				for _, s := range stages {
+					all = append(all, s)
+				}
+				for _, s := range all {
+					files := argValues(s.args, "--payload-key-file")
+					if len(files) != 2 {
+						t.Fatalf("Deployment %s: --payload-key-file %v; want the accepted key, then the signing key", s.d.Name, files)
+					}
+					if got := s.secretOf(t, files[0]); got != (secretRef{"omni-old", "key"}) {
+						t.Errorf("Deployment %s: the accepted key comes from %v; want omni-old/key", s.d.Name, got)
+					}
+					if got := s.secretOf(t, files[1]); got != (secretRef{fullname + "-keys", "payload-key"}) {
+						t.Errorf("Deployment %s: the signing key comes from %v; want the chart's Secret", s.d.Name, got)
+					}
 				}
 			},
 		},

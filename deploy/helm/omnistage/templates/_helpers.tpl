@@ -281,6 +281,11 @@ spec:
             {{- end }}
             - "--addr"
             - {{ printf "0.0.0.0:%d" (int $root.Values.port) | quote }}
+            {{- if $root.Values.keys.payloadAccepted.existingSecret }}
+            - "--payload-key-file"
+            - {{ include "omnistage.keyFile" (dict "key" "payload-accepted") | quote }}
+            {{- end }}
+            {{- /* the last key file given signs */}}
             - "--payload-key-file"
             - {{ include "omnistage.keyFile" (dict "key" "payload") | quote }}
             - "--api-key-file"
@@ -352,6 +357,15 @@ spec:
                   items:
                     - key: {{ (get $root.Values.keys $key).secretKey }}
                       path: {{ $key }}-key
+              {{- end }}
+              {{- with $root.Values.keys.payloadAccepted }}
+              {{- if .existingSecret }}
+              - secret:
+                  name: {{ .existingSecret }}
+                  items:
+                    - key: {{ .secretKey }}
+                      path: payload-accepted-key
+              {{- end }}
               {{- end }}
         - name: tmp
           emptyDir:
