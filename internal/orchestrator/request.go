@@ -545,7 +545,7 @@ func (o *Orchestrator) Abort(ctx context.Context, id string) error {
 				}
 			}
 			o.metrics.aborts.WithLabelValues(string(CodeAbortFailed)).Inc()
-			o.log.Warn("abort did not drain in time", "request_id", id, "timeout", o.cfg.Deploy.AbortTimeout)
+			o.log.WarnContext(reqs[0].logCtx(), "abort did not drain in time", "request_id", id, "timeout", o.cfg.Deploy.AbortTimeout)
 			return newError(CodeAbortFailed, "request %q did not drain within %s; its id stays in use until it does", id, o.cfg.Deploy.AbortTimeout)
 		case <-ctx.Done():
 			return ctx.Err()

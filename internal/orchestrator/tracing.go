@@ -145,3 +145,15 @@ func (rq *request) endRequestSpan(cause error) {
 	}
 	rq.span.End(trace.WithTimestamp(now))
 }
+
+// logCtx returns the ctx of rq's log lines: holding its span when traced
+// (so they carry its trace id), else no span.
+func (rq *request) logCtx() context.Context {
+	switch {
+	case rq.span != nil:
+		return trace.ContextWithSpan(context.Background(), rq.span)
+	case rq.traceCtx != nil:
+		return rq.traceCtx
+	}
+	return context.Background()
+}
