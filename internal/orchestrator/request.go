@@ -347,6 +347,10 @@ func (rq *request) bind(req Request) error {
 	for i, id := range rq.sel.Stages {
 		st := o.stages[id]
 		span := rq.startStageSpan(id, st.name)
+		var asked time.Time // for the span's queue wait
+		if span != nil {
+			asked = time.Now()
+		}
 		r, err := st.pool.Acquire(rq.ctx, rq)
 		if err != nil {
 			err = rq.bindError(id, err)
@@ -357,7 +361,7 @@ func (rq *request) bind(req Request) error {
 			RequestID: rq.id, StageID: id, Params: paramAt(req.Params, id), Prompt: req.Prompt,
 		}})
 		bb := &rq.bindings[i]
-		bb.boundEvent()
+		bb.boundEvent(asked)
 		if i > 0 {
 			bb.job.Upstream = rq.bindings[i-1].replica.ID
 			if p, ok := r.Engine.(engine.Preparer); ok {

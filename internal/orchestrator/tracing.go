@@ -17,8 +17,8 @@ import (
 // it asks its pool for a replica to the moment its engine returns, with
 // events:
 //
-//   - bound: a replica was bound (attribute replica; the time before it is
-//     the queue wait);
+//   - bound: a replica was bound (attributes omnistage.replica and
+//     omnistage.queue_wait_ms, the time the stage waited for it);
 //   - prepared: the replica's per-request hand-shake with its upstream
 //     (engine.Preparer) is done;
 //   - started: the engine's Process began;
@@ -88,12 +88,15 @@ func (b *binding) stageEvent(name string) {
 	}
 }
 
-// boundEvent adds the bound event, naming the replica, to b's stage span,
-// if it has one. (Its attribute is made only then: a variadic argument
-// would cost an allocation with tracing off.)
-func (b *binding) boundEvent() {
+// boundEvent adds the bound event, naming the replica and the wait for it
+// since asked, to b's stage span, if it has one. (Its attributes are made
+// only then: a variadic argument would cost an allocation with tracing
+// off.)
+func (b *binding) boundEvent(asked time.Time) {
 	if b.span != nil {
-		b.span.AddEvent("bound", trace.WithAttributes(attribute.String("omnistage.replica", b.replica.ID)))
+		b.span.AddEvent("bound", trace.WithTimestamp(b.bound), trace.WithAttributes(
+			attribute.String("omnistage.replica", b.replica.ID),
+			attribute.Float64("omnistage.queue_wait_ms", float64(b.bound.Sub(asked).Microseconds())/1000)))
 	}
 }
 

@@ -82,6 +82,9 @@ func TestTraceSpans(t *testing.T) {
 		if got := eventNames(sp); !slices.Equal(got, want) {
 			t.Errorf("%s's events are %v, want %v", name, got, want)
 		}
+		if attrs := sp.Events()[0].Attributes; len(attrs) != 2 || attrs[1].Key != "omnistage.queue_wait_ms" || attrs[1].Value.AsFloat64() < 0 {
+			t.Errorf("%s's bound event has attributes %v, want the replica and the queue wait", name, attrs)
+		}
 		if !seen[id].Equal(sp.SpanContext()) {
 			t.Errorf("stage %d's engine ran under span %v, want its stage span %v", id, seen[id], sp.SpanContext())
 		}
