@@ -108,6 +108,8 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'omnistage COMMAND -h' for a command's flags.")
+	fmt.Fprintln(w, "Every command traces with OpenTelemetry when the OTEL_* variables ask for it")
+	fmt.Fprintln(w, "(OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=otlp|console|none, ...; README, Tracing).")
 }
 
 // newFlags returns a flag set that reports errors to env.Stderr.

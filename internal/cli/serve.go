@@ -49,7 +49,7 @@ func serve(ctx context.Context, env Env, args []string) int {
 	insecure := fs.Bool("insecure", false, "serve unsigned /v1/run payloads on an address beyond loopback (without it, such a server needs a payload key)")
 	apiKeyFile := fs.String("api-key-file", "", "file holding the API key clients must send as a bearer token (/health and /ready stay open)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "how long a stop waits for requests in flight before aborting them")
-	maxConns := fs.Int("max-conns", api.DefaultMaxConns, "connections open at once; more wait to be accepted")
+	maxConns := fs.Int("max-conns", api.DefaultMaxConns, "connections open at once; past it, a new one takes the place of the one idle (or silent) the longest, and waits only while every connection carries a request")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated web origins whose pages may call the API from a browser (https://app.example.com), or * for any; a server on a loopback address also answers to their hosts; default none")
 	logLevel := fs.String("log-level", defaultLevel, "log level: debug, info, warn or error")
 	pos, status, ok := parse(fs, args)
