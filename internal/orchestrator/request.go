@@ -421,7 +421,7 @@ func (rq *request) start(only *StageCall) {
 	rq.pending.Store(int32(n))
 	for i := range rq.bindings {
 		b := &rq.bindings[i]
-		b.sink = stageSink{rq: rq, stage: b.job.StageID, final: b.job.StageID == rq.sel.Final, first: &b.first, span: b.span}
+		b.sink = stageSink{rq: rq, stage: b.job.StageID, final: b.job.StageID == rq.sel.Final, bind: b}
 		b.sink.selected, b.sink.kind = rq.selected(b.job.StageID)
 		if i < n-1 {
 			b.sink.down = make(chan engine.Chunk, rq.o.cfg.Deploy.StreamBuffer)
@@ -616,8 +616,7 @@ type stageSink struct {
 	down     chan engine.Chunk
 	selected bool
 	final    bool
-	first    *atomic.Int64 // the binding's first output time
-	span     trace.Span    // the binding's span; nil when tracing is off
+	bind     *binding // its first output time and span
 	// audioSamples counts the audio sent; Sends of one sink do not overlap.
 	audioSamples int64
 }
@@ -628,8 +627,8 @@ func (s *stageSink) Send(ctx context.Context, c engine.Chunk) error {
 		s.rq.o.metrics.lateDropped.Inc()
 		return err
 	}
-	if s.first.Load() == 0 && s.first.CompareAndSwap(0, time.Now().UnixNano()) && s.span != nil {
-		s.span.AddEvent("first_output")
+	if b := s.bind; b.first.Load() == 0 && b.first.CompareAndSwap(0, time.Now().UnixNano()) {
+		b.stageEvent("first_output")
 	}
 	if a := c.Audio; a != nil && a.SampleRate > 0 {
 		// Bounded cost: a request may not make more audio than the limit,
