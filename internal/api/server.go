@@ -114,8 +114,10 @@ type Server struct {
 // New returns the server of o. It does not start o: Run does.
 func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
 	cfg := o.Config()
-	if opts.Stage != nil && !cfg.Route.OnRoute(*opts.Stage) {
-		return nil, fmt.Errorf("api: stage %d is not on the route of pipeline %s (%s): a stage server runs a route stage", *opts.Stage, cfg.Pipeline.Name, cfg.Route)
+	if opts.Stage != nil {
+		if err := cfg.CheckServable(*opts.Stage); err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -96,8 +96,8 @@ func serve(ctx context.Context, env Env, args []string) int {
 			opts.Stage = stage
 		}
 	case *stage != -1:
-		if !cfg.Route.OnRoute(*stage) {
-			fmt.Fprintf(env.Stderr, "omnistage serve: --stage %d: not a stage on the route of pipeline %s (%s)\n", *stage, cfg.Pipeline.Name, cfg.Route)
+		if err := cfg.CheckServable(*stage); err != nil {
+			fmt.Fprintf(env.Stderr, "omnistage serve: --stage: %v\n", err)
 			return ExitUsage
 		}
 		opts.Stage = stage

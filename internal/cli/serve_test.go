@@ -34,7 +34,7 @@ func TestServeUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"serve", "--config", cfg, "--stage", "7"}, "--stage 7: not a stage on the route"},
+		{[]string{"serve", "--config", cfg, "--stage", "7"}, "--stage: stage 7 is not on the route"},
 		{[]string{"serve", "--config", cfg, "--payload-key-file", "/does/not/exist"}, "--payload-key-file"},
 		{[]string{"serve", "--config", "/does/not/exist.yaml"}, "no such file"},
 		{[]string{"serve", "--config", cfg, "extra"}, "extra"},

@@ -75,10 +75,8 @@ func NewCaller(cfg *pipeline.Config, id int, client *Client, codec *payload.Code
 		return nil, err
 	}
 	c.finalID = sel.Final
-	for i, s := range sel.Stages {
-		if s == id && i > 0 {
-			c.upstream = sel.Stages[i-1]
-		}
+	if up, ok := sel.Upstream(id); ok {
+		c.upstream = up
 	}
 	if next, ok := sel.Next(id); ok {
 		_, ns := cfg.StageSpec(next, 0)

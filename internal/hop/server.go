@@ -93,8 +93,10 @@ type Server struct {
 // NewServer returns the /v1/run server of o.
 func NewServer(o *orchestrator.Orchestrator, opts ServerOptions) (*Server, error) {
 	cfg := o.Config()
-	if opts.Stage != nil && !cfg.Route.OnRoute(*opts.Stage) {
-		return nil, fmt.Errorf("hop: stage %d is not on the route of pipeline %s (%s): a stage server runs a route stage", *opts.Stage, cfg.Pipeline.Name, cfg.Route)
+	if opts.Stage != nil {
+		if err := cfg.CheckServable(*opts.Stage); err != nil {
+			return nil, fmt.Errorf("hop: %w", err)
+		}
 	}
 	if opts.Codec == nil {
 		opts.Codec = payload.NewCodec(nil)
@@ -486,13 +488,8 @@ func (s *Server) checkRoute(stage int, env *payload.Envelope) (*pipeline.Selecti
 	if sel.Final != env.Final {
 		return nil, &payload.Error{Code: payload.CodeOutOfRange, Message: fmt.Sprintf("payload's final stage is %d, but its output_modalities end at stage %d", env.Final, sel.Final)}
 	}
-	up := -1
-	for i, id := range sel.Stages {
-		if id == stage && i > 0 {
-			up = sel.Stages[i-1]
-		}
-	}
-	if up < 0 {
+	up, ok := sel.Upstream(stage)
+	if !ok {
 		return nil, &payload.Error{Code: payload.CodeOutOfRange, Message: fmt.Sprintf("payload is for stage %d, which this request does not run (it runs %v)", stage, sel.Stages)}
 	}
 	if env.From != up {

@@ -8,6 +8,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
@@ -178,6 +179,15 @@ func (c *Config) StageName(id int) string {
 		return c.Pipeline.Aligner.Name
 	}
 	return ""
+}
+
+// CheckServable refuses a stage that a headless stage server cannot serve:
+// one the route skips, or no stage at all.
+func (c *Config) CheckServable(id int) error {
+	if c.Route.OnRoute(id) {
+		return nil
+	}
+	return fmt.Errorf("stage %d is not on the route of pipeline %s (%s): a stage server runs a route stage", id, c.Pipeline.Name, c.Route)
 }
 
 // StageSpec returns what an engine driver needs to build a replica of stage

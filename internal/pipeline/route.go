@@ -183,6 +183,17 @@ func (r *Route) Only(id int) (*Selection, error) {
 	return r.onlySel[id], nil
 }
 
+// Upstream returns the stage before id on the selection's prefix: the one
+// that feeds it in this request.
+func (s *Selection) Upstream(id int) (int, bool) {
+	for i, x := range s.Stages {
+		if x == id && i > 0 {
+			return s.Stages[i-1], true
+		}
+	}
+	return -1, false
+}
+
 // Next returns the stage after id on the selection's prefix.
 func (s *Selection) Next(id int) (int, bool) {
 	for i, x := range s.Stages {
