@@ -10,6 +10,7 @@ import (
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/captions"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/httperr"
 )
 
 // captions answers POST /v1/audio/captions: the body of a speech request
@@ -29,11 +30,11 @@ func (s *Server) captions(w http.ResponseWriter, r *http.Request) {
 		format = "vtt"
 	}
 	if !slices.Contains(captions.Formats, format) {
-		s.fail(w, r, badRequest("response_format %q is not a caption format: use vtt or srt", req.ResponseFormat))
+		s.fail(w, r, httperr.BadRequest("response_format %q is not a caption format: use vtt or srt", req.ResponseFormat))
 		return
 	}
 	if req.StreamFormat != "" {
-		s.fail(w, r, badRequest("captions are not streamed: leave stream_format out (stream_format sse on /v1/audio/speech streams the timestamps)"))
+		s.fail(w, r, httperr.BadRequest("captions are not streamed: leave stream_format out (stream_format sse on /v1/audio/speech streams the timestamps)"))
 		return
 	}
 	req.ResponseFormat = formatPCM

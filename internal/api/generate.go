@@ -17,10 +17,6 @@ import (
 	"github.com/omnistage/omnistage/internal/orchestrator"
 )
 
-func badRequest(format string, args ...any) error {
-	return httperr.Errorf(http.StatusBadRequest, string(orchestrator.CodeBadRequest), format, args...)
-}
-
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	var req apijson.GenerateRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
@@ -29,7 +25,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := hop.RequestID(r, req.RequestID)
 	if err == nil && (req.Input == nil || req.Input.Text == "") {
-		err = badRequest(`input is missing or empty: send "input": "text" or "input": {"text": "..."}`)
+		err = httperr.BadRequest(`input is missing or empty: send "input": "text" or "input": {"text": "..."}`)
 	}
 	if err != nil {
 		s.fail(w, r, err)

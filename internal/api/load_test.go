@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/omnistage/omnistage/internal/testkit"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/omnistage/omnistage/internal/testkit"
 
 	"github.com/omnistage/omnistage/internal/apijson"
 )

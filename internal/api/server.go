@@ -234,7 +234,7 @@ type ours struct{ http.Handler }
 func (s *Server) canonical(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.RequestURI == "*" {
-			s.fail(w, r, badRequest("the request target * names no endpoint: send a path"))
+			s.fail(w, r, httperr.BadRequest("the request target * names no endpoint: send a path"))
 			return
 		}
 		h, _ := mux.Handler(r)

@@ -80,11 +80,11 @@ type talkerParams struct {
 func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*speechPlan, error) {
 	switch {
 	case req.Model == "":
-		return nil, badRequest("model is missing: use one of %s", strings.Join(s.models, ", "))
+		return nil, httperr.BadRequest("model is missing: use one of %s", strings.Join(s.models, ", "))
 	case !slices.Contains(s.models, req.Model):
 		return nil, httperr.Errorf(http.StatusNotFound, httperr.CodeModelNotFound, "model %q is not served here; models: %s", req.Model, strings.Join(s.models, ", "))
 	case req.Input == "":
-		return nil, badRequest("input is missing or empty: send the text to speak")
+		return nil, httperr.BadRequest("input is missing or empty: send the text to speak")
 	}
 	p := &speechPlan{chars: utf8.RuneCountInString(req.Input)}
 	p.format = strings.ToLower(req.ResponseFormat)
@@ -93,15 +93,15 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 	}
 	switch err := encode.Available(p.format); {
 	case errors.Is(err, encode.ErrUnsupported):
-		return nil, badRequest("unknown response_format %q: use %s (pcm is raw 16-bit little-endian mono samples at the rate in the X-Sample-Rate header)", req.ResponseFormat, strings.Join(encode.Formats(), ", "))
+		return nil, httperr.BadRequest("unknown response_format %q: use %s (pcm is raw 16-bit little-endian mono samples at the rate in the X-Sample-Rate header)", req.ResponseFormat, strings.Join(encode.Formats(), ", "))
 	case err != nil:
-		return nil, badRequest("response_format %q is not available on this server: %v", req.ResponseFormat, err)
+		return nil, httperr.BadRequest("response_format %q is not available on this server: %v", req.ResponseFormat, err)
 	}
 	switch f := req.StreamFormat; f {
 	case streamWhole, streamAudio, streamSSE:
 		p.stream = f
 	default:
-		return nil, badRequest("unknown stream_format %q: use audio (chunked audio) or sse (server-sent events)", f)
+		return nil, httperr.BadRequest("unknown stream_format %q: use audio (chunked audio) or sse (server-sent events)", f)
 	}
 	var tp talkerParams
 	if req.Voice.ID != "" {
@@ -113,19 +113,19 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 	}
 	if req.Speed != nil {
 		if !(*req.Speed >= MinSpeed && *req.Speed <= MaxSpeed) {
-			return nil, badRequest("speed %g is outside %g..%g", *req.Speed, MinSpeed, MaxSpeed)
+			return nil, httperr.BadRequest("speed %g is outside %g..%g", *req.Speed, MinSpeed, MaxSpeed)
 		}
 		tp.Speed = req.Speed
 	}
 	if h := r.Header.Get(headerTimestamps); h != "" {
 		b, err := strconv.ParseBool(h)
 		if err != nil {
-			return nil, badRequest("header %s is %q; want true or false", headerTimestamps, h)
+			return nil, httperr.BadRequest("header %s is %q; want true or false", headerTimestamps, h)
 		}
 		p.timestamps = b
 	}
 	if p.timestamps && p.stream == streamAudio {
-		return nil, badRequest("word timestamps cannot ride on chunked audio (stream_format audio): use stream_format sse, which sends a speech.word_timestamps event, or no stream_format, which sends the %s header", headerTimestamps)
+		return nil, httperr.BadRequest("word timestamps cannot ride on chunked audio (stream_format audio): use stream_format sse, which sends a speech.word_timestamps event, or no stream_format, which sends the %s header", headerTimestamps)
 	}
 	id, err := hop.RequestID(r, "")
 	if err != nil {

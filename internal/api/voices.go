@@ -72,7 +72,7 @@ func (vs *voiceSet) resolve(name string) (string, error) {
 			return v.ID, nil
 		}
 	}
-	return "", badRequest("unknown voice %q: voices are %s, and the aliases %s (GET /v1/audio/voices lists them)",
+	return "", httperr.BadRequest("unknown voice %q: voices are %s, and the aliases %s (GET /v1/audio/voices lists them)",
 		httperr.Short(name), strings.Join(vs.ids(), ", "), strings.Join(slices.Sorted(maps.Keys(vs.aliases)), ", "))
 }
 

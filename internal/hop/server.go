@@ -465,7 +465,7 @@ func (s *Server) checkStage(stage int) error {
 			"this server runs stage %d (%s) of pipeline %s, not stage %d; post to stage %d's server", n, s.cfg.StageName(n), s.cfg.Pipeline.Name, stage, stage)
 	}
 	if !s.cfg.Route.OnRoute(stage) {
-		return badRequest("stage %d is not on the route of pipeline %s (%s)", stage, s.cfg.Pipeline.Name, s.cfg.Route)
+		return httperr.BadRequest("stage %d is not on the route of pipeline %s (%s)", stage, s.cfg.Pipeline.Name, s.cfg.Route)
 	}
 	return nil
 }
@@ -502,11 +502,11 @@ func (s *Server) checkRoute(stage int, env *payload.Envelope) (*pipeline.Selecti
 // its input.
 func (s *Server) parseRun(r *http.Request, req *RunRequest) (*call, error) {
 	if req.StageID == nil {
-		return nil, badRequest(`stage_id is missing: name the stage to run (0 for a new request, or the stage_id of the previous /v1/run answer)`)
+		return nil, httperr.BadRequest(`stage_id is missing: name the stage to run (0 for a new request, or the stage_id of the previous /v1/run answer)`)
 	}
 	stage := *req.StageID
 	if req.Finished != nil && *req.Finished {
-		return nil, badRequest("this answer is finished (finished: true): its output is the chain's result, and no stage takes it")
+		return nil, httperr.BadRequest("this answer is finished (finished: true): its output is the chain's result, and no stage takes it")
 	}
 	if err := s.checkStage(stage); err != nil {
 		return nil, err
@@ -514,29 +514,29 @@ func (s *Server) parseRun(r *http.Request, req *RunRequest) (*call, error) {
 	in := bytes.TrimSpace(req.StageInput)
 	if len(in) == 0 || string(in) == "null" {
 		if stage == entryStage {
-			return nil, badRequest(`stage_input is missing: stage %d takes a prompt object {"text": "..."}`, stage)
+			return nil, httperr.BadRequest(`stage_input is missing: stage %d takes a prompt object {"text": "..."}`, stage)
 		}
-		return nil, badRequest("stage_input is missing: stage %d takes the stage_input string of the previous /v1/run answer", stage)
+		return nil, httperr.BadRequest("stage_input is missing: stage %d takes the stage_input string of the previous /v1/run answer", stage)
 	}
 	if stage == entryStage {
 		return s.parseEntry(r, req, in)
 	}
 	if in[0] != '"' {
-		return nil, badRequest("stage %d takes the opaque stage_input string of the previous /v1/run answer, not a JSON %s: only stage %d takes a prompt object", stage, jsonKind(in[0]), entryStage)
+		return nil, httperr.BadRequest("stage %d takes the opaque stage_input string of the previous /v1/run answer, not a JSON %s: only stage %d takes a prompt object", stage, jsonKind(in[0]), entryStage)
 	}
 	if req.SamplingParams != nil || req.OutputModalities != nil {
-		return nil, badRequest("stage %d takes only stage_id and stage_input (and, from a previous answer posted back, its request_id and finished): sampling_params and output_modalities travel inside the payload", stage)
+		return nil, httperr.BadRequest("stage %d takes only stage_id and stage_input (and, from a previous answer posted back, its request_id and finished): sampling_params and output_modalities travel inside the payload", stage)
 	}
 	str, err := rawString(in)
 	if err != nil {
-		return nil, badRequest("stage_input: %v", err)
+		return nil, httperr.BadRequest("stage_input: %v", err)
 	}
 	env, err := s.codec.Decode(str, s.expect(stage))
 	if err != nil {
 		return nil, err
 	}
 	if req.RequestID != "" && req.RequestID != env.RequestID {
-		return nil, badRequest("request_id %q is not the payload's (%q): post the previous answer back unchanged, or leave request_id out", httperr.Short(req.RequestID), env.RequestID)
+		return nil, httperr.BadRequest("request_id %q is not the payload's (%q): post the previous answer back unchanged, or leave request_id out", httperr.Short(req.RequestID), env.RequestID)
 	}
 	sel, err := s.checkRoute(stage, env)
 	if err != nil {
@@ -549,14 +549,14 @@ func (s *Server) parseRun(r *http.Request, req *RunRequest) (*call, error) {
 // the request's description.
 func (s *Server) parseEntry(r *http.Request, req *RunRequest, in []byte) (*call, error) {
 	if in[0] != '{' {
-		return nil, badRequest(`stage %d takes a prompt object {"text": "..."} as stage_input, not a JSON %s: opaque stage_input strings go to later stages`, entryStage, jsonKind(in[0]))
+		return nil, httperr.BadRequest(`stage %d takes a prompt object {"text": "..."} as stage_input, not a JSON %s: opaque stage_input strings go to later stages`, entryStage, jsonKind(in[0]))
 	}
 	var prompt Prompt
 	if err := httperr.UnmarshalJSON(in, &prompt); err != nil {
-		return nil, badRequest(`stage_input: %v; stage %d takes {"text": "..."}`, err, entryStage)
+		return nil, httperr.BadRequest(`stage_input: %v; stage %d takes {"text": "..."}`, err, entryStage)
 	}
 	if prompt.Text == "" {
-		return nil, badRequest("stage_input.text is empty: send the text to process")
+		return nil, httperr.BadRequest("stage_input.text is empty: send the text to process")
 	}
 	id, err := RequestID(r, req.RequestID)
 	if err != nil {
@@ -595,13 +595,9 @@ func RequestID(r *http.Request, body string) (string, error) {
 	case body == "":
 		return h, nil
 	case h != "" && h != body:
-		return "", badRequest("request_id %q and header X-Request-Id %q differ; send one of them", body, h)
+		return "", httperr.BadRequest("request_id %q and header X-Request-Id %q differ; send one of them", body, h)
 	}
 	return body, nil
-}
-
-func badRequest(format string, args ...any) error {
-	return httperr.Errorf(http.StatusBadRequest, string(orchestrator.CodeBadRequest), format, args...)
 }
 
 func badPayload(msg string) error {

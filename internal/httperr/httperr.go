@@ -69,6 +69,12 @@ func Errorf(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
+// BadRequest returns a 400 bad_request *Error with a formatted message:
+// input the caller can correct.
+func BadRequest(format string, args ...any) *Error {
+	return Errorf(http.StatusBadRequest, string(orchestrator.CodeBadRequest), format, args...)
+}
+
 // Write sends an error with the given status, type and code.
 func Write(w http.ResponseWriter, status int, typ, code, msg string) {
 	h := w.Header()
