@@ -13,6 +13,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/omnistage/omnistage/internal/keyfile"
 	"github.com/omnistage/omnistage/internal/loadgen"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
@@ -156,7 +157,7 @@ func bench(ctx context.Context, env Env, args []string) int {
 	if *url != "" {
 		var apiKey string
 		if *apiKeyFile != "" {
-			if apiKey, err = readKey(*apiKeyFile, nil); err != nil {
+			if apiKey, err = keyfile.Read(*apiKeyFile); err != nil {
 				return usageErr("--api-key-file: %v", err)
 			}
 		}
@@ -225,9 +226,9 @@ func (env Env) benchOrchestrator(ctx context.Context, config string) (*orchestra
 		printConfigError(env.Stderr, err)
 		return nil, nil, ExitUsage
 	}
-	key, err := readKey("", env.Getenv)
+	key, err := keyfile.FromEnv(env.Getenv, keyfile.PayloadKeyEnv)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "omnistage bench: $%s: %v\n", payloadKeyEnv, err)
+		fmt.Fprintf(env.Stderr, "omnistage bench: $%s: %v\n", keyfile.PayloadKeyEnv, err)
 		return nil, nil, ExitUsage
 	}
 	o, stop, err := env.startLocal(ctx, "bench", cfg, payload.NewCodec([]byte(key)), slog.LevelWarn)

@@ -15,11 +15,11 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/builtin"
-	"github.com/omnistage/omnistage/internal/engines/remote"
-	"github.com/omnistage/omnistage/internal/engines/worker"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/placement/process"
+	"github.com/omnistage/omnistage/internal/placement/remote"
 	"github.com/omnistage/omnistage/internal/telemetry"
 )
 
@@ -51,9 +51,11 @@ func (env Env) registry() *engine.Registry {
 // signs), all traced by tp (nil: not traced).
 func (env Env) orchestratorOptions(cfg *pipeline.Config, codec *payload.Codec, tp trace.TracerProvider) orchestrator.Options {
 	return orchestrator.Options{
-		Registry:       env.registry(),
-		Remote:         remote.Placement(cfg, codec, tp),
-		Process:        worker.Placement(cfg, "", env.Stderr, tp),
+		Registry: env.registry(),
+		Placements: map[pipeline.Placement]orchestrator.Placement{
+			pipeline.PlacementRemote:  &remote.Placement{Pipeline: cfg, Codec: codec, TracerProvider: tp},
+			pipeline.PlacementProcess: &process.Placement{Pipeline: cfg, Stderr: env.Stderr, TracerProvider: tp},
+		},
 		TracerProvider: tp,
 	}
 }

@@ -9,13 +9,14 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/omnistage/omnistage/internal/keyfile"
 	"github.com/omnistage/omnistage/internal/payload"
 )
 
 // makeKeyHint says how to make a payload key and hand it to a server.
 const makeKeyHint = `make a key and give the same one to every server of the deployment:
     head -c 32 /dev/urandom | base64 > payload.key
-    omnistage serve --payload-key-file payload.key ...   (or put the key in $` + payloadKeyEnv + `)`
+    omnistage serve --payload-key-file payload.key ...   (or put the key in $` + keyfile.PayloadKeyEnv + `)`
 
 // loadRing returns the payload keys of a server: the key files, oldest
 // first (the last one signs), or, with no file, the key in the payload
@@ -23,14 +24,14 @@ const makeKeyHint = `make a key and give the same one to every server of the dep
 func loadRing(files []string, getenv func(string) string) (*payload.Ring, error) {
 	var keys [][]byte
 	for _, f := range files {
-		key, err := readKey(f, nil)
+		key, err := keyfile.Read(f)
 		if err != nil {
 			return nil, err
 		}
 		keys = append(keys, []byte(key))
 	}
 	if len(files) == 0 {
-		key, err := readKey("", getenv)
+		key, err := keyfile.FromEnv(getenv, keyfile.PayloadKeyEnv)
 		if err != nil || key == "" {
 			return nil, err
 		}

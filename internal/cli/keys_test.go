@@ -15,6 +15,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
+	"github.com/omnistage/omnistage/internal/keyfile"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
@@ -203,7 +204,7 @@ func TestServeRefusesUnsignedBeyondLoopback(t *testing.T) {
 			env := Env{
 				Stdin: strings.NewReader(""), Stdout: &stderr, Stderr: &stderr, Engines: withTestEngines,
 				Getenv: func(name string) string {
-					if name == payloadKeyEnv {
+					if name == keyfile.PayloadKeyEnv {
 						return tc.env
 					}
 					return ""
@@ -219,7 +220,7 @@ func TestServeRefusesUnsignedBeyondLoopback(t *testing.T) {
 				t.Fatalf("refusal printed: %t; output:\n%s", refused, out)
 			}
 			if refused {
-				for _, want := range []string{"head -c 32 /dev/urandom | base64 > payload.key", "--payload-key-file payload.key", "$" + payloadKeyEnv, "--insecure"} {
+				for _, want := range []string{"head -c 32 /dev/urandom | base64 > payload.key", "--payload-key-file payload.key", "$" + keyfile.PayloadKeyEnv, "--insecure"} {
 					if !strings.Contains(out, want) {
 						t.Errorf("the refusal does not say %q:\n%s", want, out)
 					}

@@ -18,6 +18,7 @@ import (
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/hop"
+	"github.com/omnistage/omnistage/internal/keyfile"
 	"github.com/omnistage/omnistage/internal/telemetry"
 )
 
@@ -92,7 +93,7 @@ func runCoordinator(ctx context.Context, env Env, args []string) int {
 	defer stopTracing()
 	client := &hop.Client{TracerProvider: tracing.TracerProvider()}
 	if *apiKeyFile != "" {
-		if client.APIKey, err = readKey(*apiKeyFile, nil); err != nil {
+		if client.APIKey, err = keyfile.Read(*apiKeyFile); err != nil {
 			return usageErr("--api-key-file: %v", err)
 		}
 	}

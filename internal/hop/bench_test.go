@@ -11,12 +11,13 @@ import (
 	"github.com/omnistage/omnistage/internal/api"
 	"github.com/omnistage/omnistage/internal/api/apitest"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/placement/remote"
+	"github.com/omnistage/omnistage/internal/stage"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -70,13 +71,12 @@ func BenchmarkHop(b *testing.B) {
 	} {
 		for _, chunks := range []int{1, 64} {
 			cfg := testkit.Parse(b, fmt.Sprintf(hopBench, chunks, tc.deploy))
-			place := remote.Placement(cfg, tc.codec, nil)
+			var place orchestrator.Placement = &remote.Placement{Pipeline: cfg, Codec: tc.codec}
 			if tc.client != nil {
-				place = func(spec engine.Spec, d *pipeline.DeployStage, endpoint, _ string) (engine.Engine, error) {
-					return remote.New(remote.Config{Stage: spec, Pipeline: cfg, Endpoint: endpoint, Client: &hop.Client{HTTP: tc.client}, Codec: tc.codec, Hop: d.Hop})
-				}
+				place = clientPlacement{cfg: cfg, client: tc.client, codec: tc.codec}
 			}
-			o := orchtest.Start(b, cfg, orchestrator.Options{Registry: registry(nil), Remote: place}, 10*time.Second)
+			o := orchtest.Start(b, cfg, orchestrator.Options{Registry: registry(nil),
+				Placements: map[pipeline.Placement]orchestrator.Placement{pipeline.PlacementRemote: place}}, 10*time.Second)
 			b.Run(fmt.Sprintf("%s/chunks=%d", tc.name, chunks), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
@@ -96,4 +96,18 @@ func BenchmarkHop(b *testing.B) {
 			})
 		}
 	}
+}
+
+// clientPlacement is the remote placement of a stage with one endpoint,
+// called over client.
+type clientPlacement struct {
+	cfg    *pipeline.Config
+	client *http.Client
+	codec  *payload.Codec
+}
+
+func (p clientPlacement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts stage.SupervisorOptions) (*stage.Supervisor, error) {
+	return stage.Supervise(spec.StageID, spec.Name, 1, d.MaxInflight, d.MaxQueue, func(int) (engine.Engine, error) {
+		return remote.New(remote.Config{Stage: spec, Pipeline: p.cfg, Endpoint: d.Endpoints[0], Client: &hop.Client{HTTP: p.client}, Codec: p.codec, Link: d.Link})
+	}, opts)
 }

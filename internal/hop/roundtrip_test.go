@@ -32,10 +32,9 @@ func TestCallerServerRoundTrip(t *testing.T) {
 		if stage == 0 {
 			input = in[:1]
 		}
-		// The stage in process, through a hop of the orchestrator.
-		st, err := local.Orch.Submit(context.Background(), orchestrator.Request{
-			ID: "local", Params: paramsAt(stage, params),
-			Only: &orchestrator.StageCall{Stage: stage, Input: engine.NewSliceSource(input...)},
+		// The stage in process, through a stage call of the orchestrator.
+		st, err := local.Orch.SubmitStage(context.Background(), orchestrator.StageCall{
+			ID: "local", Stage: stage, Params: paramsAt(stage, params), Input: engine.NewSliceSource(input...),
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -190,11 +190,10 @@ func acceptsStream(r *http.Request) bool {
 	return false
 }
 
-// submit starts the call's stage as a hop.
+// submit starts the call's stage.
 func (s *Server) submit(r *http.Request, c *call) (*orchestrator.Stream, error) {
-	st, err := s.orch.Submit(r.Context(), orchestrator.Request{
-		ID: c.id, Prompt: c.env.Prompt, Params: c.env.Params,
-		Only: &orchestrator.StageCall{Stage: c.stage, Input: c.input},
+	st, err := s.orch.SubmitStage(r.Context(), orchestrator.StageCall{
+		ID: c.id, Stage: c.stage, Prompt: c.env.Prompt, Params: c.env.Params, Input: c.input,
 	})
 	if err != nil {
 		return nil, err

@@ -15,11 +15,12 @@ import (
 	"github.com/omnistage/omnistage/internal/api"
 	"github.com/omnistage/omnistage/internal/api/apitest"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/placement/remote"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -109,7 +110,9 @@ func TestTraceHops(t *testing.T) {
 		deploy := fmt.Sprintf("    - {id: 1, placement: remote, endpoints: [%q]}\n    - {id: 2, placement: remote, endpoints: [%q]}", urls[1][0], urls[2][0])
 		front := testkit.Parse(t, strings.Replace(textPipeline, "    - {id: 0, options: {chunks: 2}}", "    - {id: 0, options: {chunks: 2}}\n"+deploy, 1))
 		o := orchtest.Start(t, front, orchestrator.Options{Registry: registry(nil), TracerProvider: tp,
-			Remote: remote.Placement(front, payload.NewCodec([]byte(key)), tp)}, 10*time.Second)
+			Placements: map[pipeline.Placement]orchestrator.Placement{
+				pipeline.PlacementRemote: &remote.Placement{Pipeline: front, Codec: payload.NewCodec([]byte(key)), TracerProvider: tp},
+			}}, 10*time.Second)
 		rec.Reset()
 		s, err := o.Submit(context.Background(), orchestrator.Request{ID: "traced", Prompt: engine.Prompt{Text: "traced remote"}})
 		if err != nil {

@@ -13,27 +13,26 @@
 // its Stream closed. An abort cancels the request's context, which stops
 // every stage; Abort waits for that drain.
 //
-// # Hops
+// # Stage calls
 //
-// A request with Only set is a hop: one stage run alone on an input
-// streamed in by the caller (one POST /v1/run). A hop's ID names the
-// request it belongs to, but does not claim it: hops with the same ID may
-// run at once (a coordinator that retries a hop while the first attempt
-// still runs gets two answers, never a 409), beside an ordinary request of
-// that ID. Abort and Lookup of an ID reach the ordinary request and every
-// hop of that ID.
+// SubmitStage runs one stage of the route alone, on an input streamed in
+// by the caller (one POST /v1/run). A stage call's ID names the request it
+// belongs to, but does not claim it: calls with the same ID may run at once
+// (a coordinator that retries a call while the first attempt still runs
+// gets two answers, never a 409), beside a request of that ID. Abort and
+// Lookup of an ID reach the request and every stage call of that ID.
 //
 // # Placements and lost replicas
 //
 // A stage's replicas run in this process (placement inproc, through the
-// engine registry), in worker processes (placement process) or on stage
-// servers (placement remote); the last two are built by the Options'
-// Process and Remote functions. A stage.Supervisor per stage builds and
-// warms its replicas and restarts lost ones (see package stage). A replica
-// is lost when its engine's Watcher channel closes (a worker process
-// exited, a remote server stopped answering) or a Process call returns an
-// error wrapping engine.ErrReplicaLost. The requests bound to it fail with
-// a *ReplicaLostError; they are not moved. New requests go to the stage's
+// engine registry) or elsewhere, built by the Options' Placements:
+// worker processes (placement process) or stage servers (placement
+// remote). A stage.Supervisor per stage builds and warms its replicas and
+// restarts lost ones (see package stage). A replica is lost when its
+// engine's Watcher channel closes (a worker process exited, a remote
+// server stopped answering) or a Process call returns an error wrapping
+// engine.ErrReplicaLost. The requests bound to it fail with a
+// *ReplicaLostError; they are not moved. New requests go to the stage's
 // other healthy replicas; when none is left, the requests waiting in the
 // stage's queue fail at once and new ones are refused as unavailable until
 // a replica is back.
@@ -53,7 +52,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,38 +62,25 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/pipeline"
-	"github.com/omnistage/omnistage/internal/stage"
 )
-
-// RemoteFunc builds a replica of a stage with placement remote, run by the
-// stage server at endpoint, reached at addr (host:port, one of the
-// addresses the endpoint's host name resolves to); d is the stage's
-// deployment.
-type RemoteFunc func(spec engine.Spec, d *pipeline.DeployStage, endpoint, addr string) (engine.Engine, error)
-
-// ProcessFunc builds a replica of a stage with placement process, run in a
-// worker process; d is the stage's deployment.
-type ProcessFunc func(spec engine.Spec, d *pipeline.DeployStage) (engine.Engine, error)
 
 // Options configure an Orchestrator.
 type Options struct {
 	// Registry maps engine names to drivers: the engines of the stages
-	// placed in this process. Every engine a configuration names must be
-	// registered (pipeline.EngineRemote aside).
+	// placed in this process, and of those in worker processes (which
+	// are checked here before any process starts). Every engine a
+	// configuration names must be registered (pipeline.EngineRemote
+	// aside).
 	Registry *engine.Registry
 	// Registerer receives the orchestrator's metrics; nil for none.
 	Registerer prometheus.Registerer
 	// Logger gets lifecycle and per-request lines; nil discards them.
 	Logger *slog.Logger
-	// Remote builds the replicas of stages with placement remote; nil
-	// refuses such a configuration.
-	Remote RemoteFunc
-	// LookupHost resolves the host names of remote endpoints; nil means
-	// net.DefaultResolver's.
-	LookupHost LookupFunc
-	// Process builds the replicas of stages with placement process; nil
-	// refuses such a configuration.
-	Process ProcessFunc
+	// Placements build the replicas of the stages that run outside this
+	// process, by placement (pipeline.PlacementProcess and
+	// PlacementRemote); a configuration that names a placement missing
+	// here is refused.
+	Placements map[pipeline.Placement]Placement
 	// Stages, when not nil, limits the stages built and served to these ids
 	// (a headless stage server builds only its own). Requests that need
 	// another stage are refused as unavailable.
@@ -141,32 +126,11 @@ type Orchestrator struct {
 	closing chan struct{} // closed when Shutdown starts
 	closed  chan struct{} // closed when Shutdown has finished
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards what follows (see admission.go)
 	active   map[string]*holders
 	inflight int
 	idle     chan struct{} // closed and replaced when inflight drops to zero; nil when none waits
 	nextID   atomic.Uint64
-}
-
-// stageRun is one stage served here: its supervised pool and what its
-// requests need of it.
-type stageRun struct {
-	id   int
-	name string
-	sup  *stage.Supervisor
-	pool *stage.Pool
-	// checker checks the stage's sampling params before anything runs,
-	// when its engine can (engine.ParamsChecker); nil otherwise.
-	checker engine.ParamsChecker
-	// duration observes the stage's time per request.
-	duration prometheus.Observer
-}
-
-// holders are the active requests of one id: at most one ordinary request
-// and any number of hops.
-type holders struct {
-	req  *request
-	hops map[*request]struct{}
 }
 
 // New builds every stage's replicas (skipped stages included) without
@@ -220,71 +184,6 @@ func New(cfg *pipeline.Config, opts Options) (*Orchestrator, error) {
 	}
 	o.metrics = m
 	return o, nil
-}
-
-// buildStage builds stage id's supervised replicas.
-func (o *Orchestrator) buildStage(id int, m *metrics) (*stageRun, error) {
-	d := &o.cfg.Deploy.Stages[id]
-	name := o.cfg.StageName(id)
-	engineName, spec := o.cfg.StageSpec(id, 0)
-	fail := func(err error) error { return fmt.Errorf("stage %d (%s): %w", id, name, err) }
-	label := strconv.Itoa(id)
-	supOpts := stage.SupervisorOptions{
-		RestartBackoff: o.opts.RestartBackoff, RestartBackoffMax: o.opts.RestartBackoffMax, Logger: o.log,
-		Restarted:     m.restarts.WithLabelValues(label).Inc,
-		RestartFailed: m.restartFailures.WithLabelValues(label).Inc,
-	}
-	var build stage.Builder
-	switch d.Placement {
-	case pipeline.PlacementRemote:
-		if o.opts.Remote == nil {
-			return nil, fail(errors.New("placement remote is not available here"))
-		}
-		sup, err := stage.SuperviseMembers(context.Background(), id, name, d.MaxInflight, d.MaxQueue, o.endpointMembers(spec, d), supOpts)
-		if err != nil {
-			return nil, fail(err)
-		}
-		return o.stageRun(id, name, sup, m), nil
-	default:
-		drv, ok := o.opts.Registry.Lookup(engineName)
-		if !ok {
-			return nil, fail(fmt.Errorf("engine %q is not available in this build (available: %v)", engineName, o.opts.Registry.Names()))
-		}
-		if drv.Check != nil {
-			if err := drv.Check(spec); err != nil {
-				return nil, fail(err)
-			}
-		}
-		build = func(i int) (engine.Engine, error) {
-			spec := spec
-			spec.Replica = i
-			return drv.New(spec)
-		}
-		if d.Placement == pipeline.PlacementProcess {
-			// The worker runs the engine found and checked above, before
-			// any process starts.
-			if o.opts.Process == nil {
-				return nil, fail(errors.New("placement process is not available here"))
-			}
-			build = func(i int) (engine.Engine, error) {
-				spec := spec
-				spec.Replica = i
-				return o.opts.Process(spec, d)
-			}
-		}
-	}
-	sup, err := stage.Supervise(id, name, d.Replicas, d.MaxInflight, d.MaxQueue, build, supOpts)
-	if err != nil {
-		return nil, fail(err)
-	}
-	st := o.stageRun(id, name, sup, m)
-	// Every replica of an engine in this process checks params alike.
-	st.checker, _ = st.pool.InSlot(0).Engine.(engine.ParamsChecker)
-	return st, nil
-}
-
-func (o *Orchestrator) stageRun(id int, name string, sup *stage.Supervisor, m *metrics) *stageRun {
-	return &stageRun{id: id, name: name, sup: sup, pool: sup.Pool(), duration: m.stageTime.WithLabelValues(strconv.Itoa(id))}
 }
 
 // Start warms every replica of every stage, skipped stages included, and
@@ -366,13 +265,7 @@ func (o *Orchestrator) Shutdown(ctx context.Context) error {
 
 	var drainErr error
 	if err := o.waitIdle(ctx); err != nil {
-		o.mu.Lock()
-		var reqs []*request
-		for _, h := range o.active {
-			reqs = h.appendTo(reqs)
-		}
-		o.mu.Unlock()
-		for _, rq := range reqs {
+		for _, rq := range o.inFlight() {
 			rq.cancel(errShutdown)
 		}
 		// The stages now see a cancelled context; give them the abort
@@ -398,75 +291,4 @@ func (o *Orchestrator) Shutdown(ctx context.Context) error {
 	}
 	o.metrics.unregister(o.opts.Registerer)
 	return errors.Join(errs...)
-}
-
-// waitIdle waits until no request is in flight.
-func (o *Orchestrator) waitIdle(ctx context.Context) error {
-	for {
-		o.mu.Lock()
-		if o.inflight == 0 {
-			o.mu.Unlock()
-			return nil
-		}
-		if o.idle == nil {
-			o.idle = make(chan struct{})
-		}
-		idle := o.idle
-		o.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// StageStats is a snapshot of one stage.
-type StageStats struct {
-	ID       int    `json:"id"`
-	Name     string `json:"name"`
-	OnRoute  bool   `json:"on_route"`
-	Queued   int    `json:"queued"`
-	Bindings int    `json:"bindings"`
-	Healthy  int    `json:"healthy_replicas"`
-	Replicas int    `json:"replicas"`
-}
-
-// Stats is a snapshot of the orchestrator.
-type Stats struct {
-	InFlight int          `json:"inflight"`
-	Draining int          `json:"draining"`
-	Stages   []StageStats `json:"stages"`
-}
-
-// Bindings returns the total number of bindings held across stages.
-func (s Stats) Bindings() int {
-	n := 0
-	for _, st := range s.Stages {
-		n += st.Bindings
-	}
-	return n
-}
-
-// Stats returns in-flight requests, draining ones, and each stage's queue
-// depth and bindings held.
-func (o *Orchestrator) Stats() Stats {
-	o.mu.Lock()
-	s := Stats{InFlight: o.inflight}
-	for _, h := range o.active {
-		for _, rq := range h.appendTo(nil) {
-			if rq.state.Load() != int32(StateActive) {
-				s.Draining++
-			}
-		}
-	}
-	o.mu.Unlock()
-	for _, st := range o.built {
-		ps := st.pool.Stats()
-		s.Stages = append(s.Stages, StageStats{
-			ID: st.id, Name: st.name, OnRoute: o.route.OnRoute(st.id),
-			Queued: ps.Queued, Bindings: ps.Bindings, Healthy: ps.Healthy, Replicas: ps.Replicas,
-		})
-	}
-	return s
 }

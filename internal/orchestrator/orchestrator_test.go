@@ -745,11 +745,11 @@ func TestShutdownAbortsInflight(t *testing.T) {
 	codeIs(t, err, CodeUnavailable)
 }
 
-func TestOnlyOneStage(t *testing.T) {
+func TestStageCallRunsOneStage(t *testing.T) {
 	f := newFixture(t, setup{transitions: "  stage_transitions: [[0, 2], [2, 1]]"})
-	s, err := f.o.Submit(context.Background(), Request{Only: &StageCall{Stage: 2, Input: engine.NewSliceSource(
+	s, err := f.o.SubmitStage(context.Background(), StageCall{Stage: 2, Input: engine.NewSliceSource(
 		engine.Chunk{Text: &engine.Text{Text: "a"}}, engine.Chunk{Text: &engine.Text{Text: "b"}},
-	)}})
+	)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -766,7 +766,7 @@ func TestOnlyOneStage(t *testing.T) {
 	if next, ok := s.Selection().Next(2); ok {
 		t.Errorf("a single-stage selection has a next stage %d", next)
 	}
-	_, err = f.o.Submit(context.Background(), Request{Only: &StageCall{Stage: 7}})
+	_, err = f.o.SubmitStage(context.Background(), StageCall{Stage: 7})
 	codeIs(t, err, CodeBadRequest)
 	contains(t, err, "stage 7 is not on the route (0 -> 2 -> 1 -> 3)")
 }
@@ -809,7 +809,7 @@ func TestServeSomeStages(t *testing.T) {
 	if warmed.Load() != 1 || len(o.Stats().Stages) != 1 {
 		t.Fatalf("warmed %d replicas, stats %+v; want stage 1 only", warmed.Load(), o.Stats())
 	}
-	s, err := o.Submit(context.Background(), Request{Only: &StageCall{Stage: 1, Input: engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: "x"}})}})
+	s, err := o.SubmitStage(context.Background(), StageCall{Stage: 1, Input: engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: "x"}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -838,7 +838,7 @@ func TestHopsShareAnID(t *testing.T) {
 	ctx := context.Background()
 	hop := func() *Stream {
 		t.Helper()
-		s, err := f.o.Submit(ctx, Request{ID: "r1", Only: &StageCall{Stage: 1, Input: engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: "x"}})}})
+		s, err := f.o.SubmitStage(ctx, StageCall{ID: "r1", Stage: 1, Input: engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: "x"}})})
 		if err != nil {
 			t.Fatal(err)
 		}

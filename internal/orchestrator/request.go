@@ -1,19 +1,16 @@
 package orchestrator
 
+// The life of one request: submission, binding to one replica per stage,
+// a task per stage, and the end that releases everything.
+
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -22,7 +19,8 @@ import (
 	"github.com/omnistage/omnistage/internal/stage"
 )
 
-// Request is what a caller submits.
+// Request is what a caller submits: a request that runs the route's
+// prefix up to the outputs it selects.
 type Request struct {
 	// ID is the caller's request id; empty means generate one.
 	ID string
@@ -33,59 +31,29 @@ type Request struct {
 	// Params holds per-stage sampling params indexed by stage id (the
 	// aligner's at the pipeline's stage count); nil entries mean defaults.
 	Params []json.RawMessage
-	// Only, when set, makes the request a hop: it runs just one stage of
-	// the route on the given input instead of the route prefix, and returns
-	// that stage's output as the final output (one stateless /v1/run
-	// call). Modalities are ignored. A hop does not claim its ID (see the
-	// package documentation).
-	Only *StageCall
 }
 
-// StageCall is one stage run alone on an input handed over by its
-// upstream.
+// StageCall is one stage of the route run alone, on an input handed over
+// by its upstream (one POST /v1/run): its output is the call's final
+// output. A stage call does not claim its ID (see the package
+// documentation).
 type StageCall struct {
+	// ID is the id of the request the call belongs to; empty means
+	// generate one.
+	ID string
+	// Stage is the stage to run; it must be on the route.
 	Stage int
+	// Prompt is the request's original input, for stages that need it
+	// (the aligner's transcript).
+	Prompt engine.Prompt
+	// Params are the request's sampling params, as in Request.
+	Params []json.RawMessage
 	// Input yields the stage's input as the caller receives it. Its Recv
 	// must return promptly once its ctx is cancelled. The stage may stop
 	// reading it before its end (when it fails or the request is aborted):
 	// what is left is the caller's to discard.
 	Input engine.Source
 }
-
-// OutputChunk is one chunk of a selected output, as Stream.Recv returns it.
-type OutputChunk struct {
-	Stage int
-	Kind  engine.Kind
-	Chunk engine.Chunk
-	// Final is true for the final stage's output, false for the
-	// intermediate outputs the request also selected.
-	Final bool
-}
-
-// State is where an admitted request is in its life.
-type State int32
-
-// The states of an admitted request.
-const (
-	StateActive      State = iota // running
-	StateAborting                 // aborted, its stages draining
-	StateAbortFailed              // the abort outlasted its timeout; the id stays held until the drain ends
-)
-
-func (s State) String() string {
-	switch s {
-	case StateActive:
-		return "active"
-	case StateAborting:
-		return "aborting"
-	case StateAbortFailed:
-		return "abort_failed"
-	}
-	return "unknown"
-}
-
-// MaxIDLen bounds caller-supplied request ids.
-const MaxIDLen = 128
 
 // binding is one stage of a request: the replica it is bound to, its job,
 // and the ends of its streams (kept here so that a request allocates them
@@ -106,8 +74,19 @@ type binding struct {
 	span trace.Span // the stage's span; nil when tracing is off
 }
 
-// request is one admitted request. Its fields are set before its tasks start
-// and read-only afterwards, except where noted.
+// submission is a Request or a StageCall, checked against the route.
+type submission struct {
+	id     string
+	prompt engine.Prompt
+	params []json.RawMessage
+	sel    *pipeline.Selection
+	// input is a stage call's input; nil for a request, whose entry stage
+	// takes the prompt.
+	input engine.Source
+}
+
+// request is one admitted request or stage call. Its fields are set before
+// its tasks start and read-only afterwards, except where noted.
 type request struct {
 	o      *Orchestrator
 	id     string
@@ -115,19 +94,19 @@ type request struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	hop          bool
+	stageCall    bool // a StageCall: it does not claim its id
 	bindings     []binding
 	out          chan OutputChunk
 	pending      atomic.Int32 // stage tasks not yet returned
 	state        atomic.Int32
 	stopOnClient func() bool
 
-	prompt    engine.SliceSource // the entry stage's input, unless the request is a hop
+	prompt    engine.SliceSource // the entry stage's input, unless a stage call
 	stream    Stream             // what Submit returns
 	submitted time.Time
 
 	// When tracing: the ctx holding the span the stage spans are children
-	// of, and the request's own span (nil for a hop).
+	// of, and the request's own span (nil for a stage call).
 	traceCtx context.Context
 	span     trace.Span
 
@@ -148,35 +127,53 @@ func (rq *request) ReplicaLost(r *stage.Replica, cause error) {
 // any time aborts the request. The caller reads the Stream to its end, or
 // calls Stream.Close.
 func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error) {
-	if !o.ready.Load() {
-		return nil, newError(CodeUnavailable, "pipeline %s is not ready", o.cfg.Pipeline.Name)
+	if err := o.checkReady(); err != nil {
+		return nil, err
 	}
-	var sel *pipeline.Selection
-	var err error
-	if req.Only != nil {
-		sel, err = o.route.Only(req.Only.Stage)
-	} else {
-		sel, err = o.route.Select(req.Modalities)
-	}
+	sel, err := o.route.Select(req.Modalities)
 	if err != nil {
 		return nil, err
 	}
-	if err := o.CheckParams(sel, req.Params); err != nil {
+	return o.submit(ctx, submission{id: req.ID, prompt: req.Prompt, params: req.Params, sel: sel})
+}
+
+// SubmitStage admits a stage call and starts it, as Submit does a
+// request; its Stream returns the stage's output, as its final output.
+func (o *Orchestrator) SubmitStage(ctx context.Context, call StageCall) (*Stream, error) {
+	if err := o.checkReady(); err != nil {
 		return nil, err
 	}
-	for _, id := range sel.Stages {
+	sel, err := o.route.Only(call.Stage)
+	if err != nil {
+		return nil, err
+	}
+	return o.submit(ctx, submission{id: call.ID, prompt: call.Prompt, params: call.Params, sel: sel, input: call.Input})
+}
+
+func (o *Orchestrator) checkReady() error {
+	if !o.ready.Load() {
+		return newError(CodeUnavailable, "pipeline %s is not ready", o.cfg.Pipeline.Name)
+	}
+	return nil
+}
+
+// submit checks, admits, binds and starts sub.
+func (o *Orchestrator) submit(ctx context.Context, sub submission) (*Stream, error) {
+	if err := o.CheckParams(sub.sel, sub.params); err != nil {
+		return nil, err
+	}
+	for _, id := range sub.sel.Stages {
 		if o.stages[id] == nil {
 			return nil, newError(CodeUnavailable, "stage %d (%s) is not served here", id, o.cfg.StageName(id))
 		}
 	}
-	id := req.ID
-	if id == "" {
-		id = o.newID()
-	} else if err := checkID(id); err != nil {
+	if sub.id == "" {
+		sub.id = o.newID()
+	} else if err := checkID(sub.id); err != nil {
 		return nil, err
 	}
-
-	rq := &request{o: o, id: id, sel: sel, hop: req.Only != nil, out: make(chan OutputChunk, o.cfg.Deploy.StreamBuffer), done: make(chan struct{}), submitted: time.Now()}
+	rq := &request{o: o, id: sub.id, sel: sub.sel, stageCall: sub.input != nil,
+		out: make(chan OutputChunk, o.cfg.Deploy.StreamBuffer), done: make(chan struct{}), submitted: time.Now()}
 	rq.ctx, rq.cancel = context.WithCancelCause(context.Background())
 	if err := o.admit(rq); err != nil {
 		rq.cancel(err)
@@ -193,13 +190,12 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 			rq.abort(cause)
 		})
 	}
-
-	if err := rq.bind(req); err != nil {
+	if err := rq.bind(&sub); err != nil {
 		rq.cancel(err)
 		rq.finish()
 		return nil, rq.err
 	}
-	rq.start(req.Only)
+	rq.start(sub.input)
 	rq.stream.rq = rq
 	return &rq.stream, nil
 }
@@ -236,112 +232,9 @@ func paramAt(params []json.RawMessage, id int) json.RawMessage {
 	return nil
 }
 
-func checkID(id string) error {
-	if len(id) > MaxIDLen {
-		return newError(CodeBadRequest, "request id is %d bytes long; the limit is %d", len(id), MaxIDLen)
-	}
-	if !utf8.ValidString(id) {
-		return newError(CodeBadRequest, "request id %q is not valid UTF-8", id)
-	}
-	for _, r := range id {
-		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
-			return newError(CodeBadRequest, "request id %q may hold only printable characters without spaces", id)
-		}
-	}
-	return nil
-}
-
-// idPrefix starts the ids this process generates: random, so that ids of
-// two servers (or two runs of one) do not collide in a shared log.
-var idPrefix = func() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return "req-" + hex.EncodeToString(b[:]) + "-"
-}()
-
-func (o *Orchestrator) newID() string {
-	return idPrefix + strconv.FormatUint(o.nextID.Add(1), 10)
-}
-
-// admit registers rq under its id and counts it against the in-flight
-// limit. An ordinary request claims its id; a hop does not.
-func (o *Orchestrator) admit(rq *request) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	select {
-	case <-o.closing:
-		return errShutdown
-	default:
-	}
-	h := o.active[rq.id]
-	if h != nil && h.req != nil && !rq.hop {
-		o.metrics.requests.WithLabelValues(string(CodeConflict)).Inc()
-		return newError(CodeConflict, "request id %q is still in use (%s); reuse it once that request has ended", rq.id, State(h.req.state.Load()))
-	}
-	if o.inflight >= o.cfg.Deploy.MaxInflight {
-		o.metrics.requests.WithLabelValues(string(CodeOverloaded)).Inc()
-		return newError(CodeOverloaded, "server busy: %d requests in flight, the limit is %d; retry later", o.inflight, o.cfg.Deploy.MaxInflight)
-	}
-	if h == nil {
-		h = &holders{}
-		o.active[rq.id] = h
-	}
-	if rq.hop {
-		if h.hops == nil {
-			h.hops = map[*request]struct{}{}
-		}
-		h.hops[rq] = struct{}{}
-	} else {
-		h.req = rq
-	}
-	o.inflight++
-	o.metrics.inflight.Set(float64(o.inflight))
-	if o.inflight == 1 && o.opts.Idle != nil {
-		o.opts.Idle.Busy()
-	}
-	return nil
-}
-
-// release removes rq from the active requests; it reports whether no
-// request is left in flight.
-func (o *Orchestrator) release(rq *request) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if h := o.active[rq.id]; h != nil {
-		if rq.hop {
-			delete(h.hops, rq)
-		} else if h.req == rq {
-			h.req = nil
-		}
-		if h.req == nil && len(h.hops) == 0 {
-			delete(o.active, rq.id)
-		}
-	}
-	o.inflight--
-	o.metrics.inflight.Set(float64(o.inflight))
-	if o.inflight == 0 && o.opts.Idle != nil {
-		o.opts.Idle.Idle()
-	}
-	if o.inflight == 0 && o.idle != nil {
-		close(o.idle)
-		o.idle = nil
-	}
-}
-
-// appendTo appends the requests of h to rs.
-func (h *holders) appendTo(rs []*request) []*request {
-	if h.req != nil {
-		rs = append(rs, h.req)
-	}
-	for rq := range h.hops {
-		rs = append(rs, rq)
-	}
-	return rs
-}
-
 // bind binds rq to a replica of every stage on its route prefix, in route
 // order, preparing each receiver after its producer is bound.
-func (rq *request) bind(req Request) error {
+func (rq *request) bind(sub *submission) error {
 	o := rq.o
 	rq.bindings = make([]binding, 0, len(rq.sel.Stages))
 	for i, id := range rq.sel.Stages {
@@ -358,26 +251,37 @@ func (rq *request) bind(req Request) error {
 			return err
 		}
 		rq.bindings = append(rq.bindings, binding{stage: st, replica: r, bound: time.Now(), span: span, job: engine.Job{
-			RequestID: rq.id, StageID: id, Params: paramAt(req.Params, id), Prompt: req.Prompt,
+			RequestID: rq.id, StageID: id, Params: paramAt(sub.params, id), Prompt: sub.prompt,
 		}})
 		bb := &rq.bindings[i]
 		bb.boundEvent(asked)
 		if i > 0 {
-			bb.job.Upstream = rq.bindings[i-1].replica.ID
-			if p, ok := r.Engine.(engine.Preparer); ok {
-				if err := p.Prepare(rq.processCtx(bb), &bb.job); err != nil {
-					if cause := context.Cause(rq.ctx); cause != nil {
-						return cause
-					}
-					return &StageError{Stage: id, Name: st.name, Replica: r.ID, Err: err}
-				}
-				bb.stageEvent("prepared")
+			if err := rq.prepare(bb, rq.bindings[i-1].replica.ID); err != nil {
+				return err
 			}
 		}
 		if cause := context.Cause(rq.ctx); cause != nil {
 			return cause
 		}
 	}
+	return nil
+}
+
+// prepare tells b's replica, once its producer's replica (upstream) is
+// bound, that the request is coming (engine.Preparer).
+func (rq *request) prepare(b *binding, upstream string) error {
+	b.job.Upstream = upstream
+	p, ok := b.replica.Engine.(engine.Preparer)
+	if !ok {
+		return nil
+	}
+	if err := p.Prepare(rq.processCtx(b), &b.job); err != nil {
+		if cause := context.Cause(rq.ctx); cause != nil {
+			return cause
+		}
+		return &StageError{Stage: b.job.StageID, Name: b.stage.name, Replica: b.replica.ID, Err: err}
+	}
+	b.stageEvent("prepared")
 	return nil
 }
 
@@ -408,21 +312,22 @@ func noReplicaMsg(id int, name string, err error) string {
 }
 
 // start runs one task per bound stage, joined by bounded channels; the
-// last task to return ends the request.
-func (rq *request) start(only *StageCall) {
+// last task to return ends the request. The entry stage reads input, or
+// the prompt when input is nil.
+func (rq *request) start(input engine.Source) {
 	n := len(rq.bindings)
-	var in engine.Source
-	if only != nil {
-		in = only.Input
-	} else {
+	in := input
+	if in == nil {
 		rq.prompt.Reset(engine.Chunk{Text: &engine.Text{Text: rq.bindings[0].job.Prompt.Text}})
 		in = &rq.prompt
 	}
 	rq.pending.Store(int32(n))
 	for i := range rq.bindings {
 		b := &rq.bindings[i]
-		b.sink = stageSink{rq: rq, stage: b.job.StageID, final: b.job.StageID == rq.sel.Final, bind: b}
-		b.sink.selected, b.sink.kind = rq.selected(b.job.StageID)
+		id := b.job.StageID
+		b.sink = stageSink{rq: rq, stage: id, final: id == rq.sel.Final, bind: b,
+			audio: audioBudget{stage: id, seconds: rq.o.cfg.Deploy.MaxAudioSeconds}}
+		b.sink.selected, b.sink.kind = rq.selected(id)
 		if i < n-1 {
 			b.sink.down = make(chan engine.Chunk, rq.o.cfg.Deploy.StreamBuffer)
 			b.src.ch = b.sink.down
@@ -466,8 +371,8 @@ func (rq *request) runStage(b *binding) {
 		return
 	}
 	// An engine may finish without reading all its input; drain it so the
-	// producer is not left blocked on a full buffer (and a hop's caller
-	// sees its whole input read).
+	// producer is not left blocked on a full buffer (and a stage call's
+	// caller sees its whole input read).
 	for {
 		if _, err := b.job.In.Recv(rq.ctx); err != nil {
 			return
@@ -515,295 +420,4 @@ func (rq *request) abort(cause error) {
 		rq.abortedAt.Store(time.Now().UnixNano())
 	}
 	rq.cancel(cause)
-}
-
-// Abort aborts the request with the given id, and every hop of that id, and
-// waits for their stages to drain. A second Abort of the same request
-// joins the first. If a drain outlasts the deployment's abort timeout, the
-// request is left in the abort_failed state, holding its id until the
-// drain ends, and Abort returns an error with code abort_failed.
-func (o *Orchestrator) Abort(ctx context.Context, id string) error {
-	o.mu.Lock()
-	var reqs []*request
-	if h := o.active[id]; h != nil {
-		reqs = h.appendTo(nil)
-	}
-	o.mu.Unlock()
-	if len(reqs) == 0 {
-		return newError(CodeNotFound, "no active request with id %q", id)
-	}
-	for _, rq := range reqs {
-		rq.abort(errAborted)
-	}
-	timer := time.NewTimer(o.cfg.Deploy.AbortTimeout)
-	defer timer.Stop()
-	for _, rq := range reqs {
-		select {
-		case <-rq.done:
-		case <-timer.C:
-			for _, rq := range reqs {
-				select {
-				case <-rq.done:
-				default:
-					rq.state.Store(int32(StateAbortFailed))
-				}
-			}
-			o.metrics.aborts.WithLabelValues(string(CodeAbortFailed)).Inc()
-			o.log.WarnContext(reqs[0].logCtx(), "abort did not drain in time", "request_id", id, "timeout", o.cfg.Deploy.AbortTimeout)
-			return newError(CodeAbortFailed, "request %q did not drain within %s; its id stays in use until it does", id, o.cfg.Deploy.AbortTimeout)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	o.metrics.aborts.WithLabelValues("drained").Inc()
-	return nil
-}
-
-// Lookup returns the state of the active or draining request with the
-// given id, or of its hops (the least advanced one's: active before
-// aborting before abort_failed).
-func (o *Orchestrator) Lookup(id string) (State, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	h, ok := o.active[id]
-	if !ok {
-		return 0, false
-	}
-	if h.req != nil {
-		return State(h.req.state.Load()), true
-	}
-	state := StateAbortFailed
-	for rq := range h.hops {
-		state = min(state, State(rq.state.Load()))
-	}
-	return state, true
-}
-
-// chanSource is a stage's input: its producer's bounded channel.
-type chanSource struct {
-	ch chan engine.Chunk
-}
-
-// Recv implements engine.Source.
-func (s *chanSource) Recv(ctx context.Context) (engine.Chunk, error) {
-	// A chunk that is already there is taken without a select on ctx;
-	// like the select, this may hand over a chunk after ctx ended.
-	select {
-	case c, ok := <-s.ch:
-		if !ok {
-			return engine.Chunk{}, io.EOF
-		}
-		return c, nil
-	default:
-	}
-	select {
-	case c, ok := <-s.ch:
-		if !ok {
-			return engine.Chunk{}, io.EOF
-		}
-		return c, nil
-	case <-ctx.Done():
-		return engine.Chunk{}, ctx.Err()
-	}
-}
-
-// stageSink is a stage's output: the next stage's bounded channel and, when
-// the request selected this stage's output, the request's output stream.
-type stageSink struct {
-	rq       *request
-	stage    int
-	kind     engine.Kind
-	down     chan engine.Chunk
-	selected bool
-	final    bool
-	bind     *binding // its first output time and span
-	// audioSamples counts the audio sent; Sends of one sink do not overlap.
-	audioSamples int64
-}
-
-// Send implements engine.Sink.
-func (s *stageSink) Send(ctx context.Context, c engine.Chunk) error {
-	if err := ctx.Err(); err != nil {
-		s.rq.o.metrics.lateDropped.Inc()
-		return err
-	}
-	if b := s.bind; b.first.Load() == 0 && b.first.CompareAndSwap(0, time.Now().UnixNano()) {
-		b.stageEvent("first_output")
-	}
-	if a := c.Audio; a != nil && a.SampleRate > 0 {
-		// Bounded cost: a request may not make more audio than the limit,
-		// however short its text ("99999 " spoken out loud for an hour).
-		s.audioSamples += int64(len(a.Samples))
-		if limit := int64(s.rq.o.cfg.Deploy.MaxAudioSeconds); s.audioSamples > limit*int64(a.SampleRate) {
-			err := newError(CodeBadRequest, "stage %d's audio passed the limit of %d s for one request (deploy.max_audio_seconds): send less text per request", s.stage, limit)
-			s.rq.cancel(err)
-			return err
-		}
-	}
-	if s.down != nil {
-		select {
-		case s.down <- c:
-		default:
-			select {
-			case s.down <- c:
-			case <-ctx.Done():
-				s.rq.o.metrics.lateDropped.Inc()
-				return ctx.Err()
-			}
-		}
-	}
-	if s.selected {
-		out := OutputChunk{Stage: s.stage, Kind: s.kind, Chunk: c, Final: s.final}
-		select {
-		case s.rq.out <- out:
-		default:
-			select {
-			case s.rq.out <- out:
-			case <-ctx.Done():
-				s.rq.o.metrics.lateDropped.Inc()
-				return ctx.Err()
-			}
-		}
-	}
-	return nil
-}
-
-// Stream is the outputs of one request, in the order its stages produced
-// them.
-type Stream struct {
-	rq *request
-}
-
-// ID returns the request's id.
-func (s *Stream) ID() string { return s.rq.id }
-
-// Selection returns what the request runs and returns.
-func (s *Stream) Selection() *pipeline.Selection { return s.rq.sel }
-
-// StageTiming is one stage's part of a request, in milliseconds since it
-// was submitted: when a replica was bound (the wait for one included),
-// when the engine started, sent its first output (-1 if it sent none)
-// and returned.
-type StageTiming struct {
-	Stage         int     `json:"stage"`
-	Name          string  `json:"name"`
-	Replica       string  `json:"replica"`
-	BoundMs       float64 `json:"bound_ms"`
-	StartMs       float64 `json:"start_ms"`
-	FirstOutputMs float64 `json:"first_output_ms"`
-	EndMs         float64 `json:"end_ms"`
-}
-
-// Timings returns the timeline of each stage of the request, in route
-// order, once the request has ended (Recv returned io.EOF or an error);
-// nil before.
-func (s *Stream) Timings() []StageTiming {
-	rq := s.rq
-	select {
-	case <-rq.done:
-	default:
-		return nil
-	}
-	ms := func(t time.Time) float64 { return float64(t.Sub(rq.submitted).Microseconds()) / 1000 }
-	out := make([]StageTiming, len(rq.bindings))
-	for i := range rq.bindings {
-		b := &rq.bindings[i]
-		first := -1.0
-		if n := b.first.Load(); n != 0 {
-			first = ms(time.Unix(0, n))
-		}
-		out[i] = StageTiming{Stage: b.job.StageID, Name: b.stage.name, Replica: b.replica.ID,
-			BoundMs: ms(b.bound), StartMs: ms(b.started), FirstOutputMs: first, EndMs: ms(b.ended)}
-	}
-	return out
-}
-
-// Recv returns the next output. It returns io.EOF once every selected output
-// is complete and the request has fully ended (bindings released, id free),
-// or the request's error if it failed or was aborted.
-func (s *Stream) Recv(ctx context.Context) (OutputChunk, error) {
-	// An output already waiting wins over a context done at the same time.
-	select {
-	case out, ok := <-s.rq.out:
-		return s.received(out, ok)
-	default:
-	}
-	select {
-	case out, ok := <-s.rq.out:
-		return s.received(out, ok)
-	case <-ctx.Done():
-		return OutputChunk{}, ctx.Err()
-	}
-}
-
-// received is Recv's answer for a receive from the output channel.
-func (s *Stream) received(out OutputChunk, ok bool) (OutputChunk, error) {
-	switch {
-	case ok:
-		return out, nil
-	case s.rq.err != nil:
-		return OutputChunk{}, s.rq.err
-	default:
-		return OutputChunk{}, io.EOF
-	}
-}
-
-// Buffered returns the number of outputs that Recv can return without
-// waiting: a caller that writes them out may flush once they are taken.
-func (s *Stream) Buffered() int { return len(s.rq.out) }
-
-// Result is one selected output, complete.
-type Result struct {
-	Stage  int
-	Kind   engine.Kind
-	Final  bool
-	Chunks []engine.Chunk
-}
-
-// Collect reads the stream to its end and returns every selected output,
-// in route order, with its chunks in the order they were produced.
-func (s *Stream) Collect(ctx context.Context) ([]Result, error) {
-	outs := make([]Result, len(s.rq.sel.Outputs))
-	for i, o := range s.rq.sel.Outputs {
-		outs[i] = Result{Stage: o.Stage, Kind: o.Kind, Final: o.Stage == s.rq.sel.Final}
-	}
-	for {
-		o, err := s.Recv(ctx)
-		if errors.Is(err, io.EOF) {
-			return outs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		for i := range outs {
-			if outs[i].Stage == o.Stage {
-				outs[i].Chunks = append(outs[i].Chunks, o.Chunk)
-				break
-			}
-		}
-	}
-}
-
-// Done is closed when the request has fully ended.
-func (s *Stream) Done() <-chan struct{} { return s.rq.done }
-
-// Err returns the request's outcome once Done is closed: nil on success.
-func (s *Stream) Err() error {
-	<-s.rq.done
-	return s.rq.err
-}
-
-// Close aborts the request if it is still running and waits for it to end.
-// It is safe to call after the stream ended and more than once.
-func (s *Stream) Close() {
-	select {
-	case <-s.rq.done:
-		return
-	default:
-	}
-	s.rq.abort(errClientGone)
-	// Nobody reads the stream any more: drain it so stages are not blocked.
-	for range s.rq.out {
-		s.rq.o.metrics.lateDropped.Inc()
-	}
 }

@@ -24,7 +24,7 @@ import (
 //   - started: the engine's Process began;
 //   - first_output: the stage sent its first chunk.
 //
-// A hop (Request.Only) has no request span: its one stage span is a child
+// A stage call (SubmitStage) has no request span: its one stage span is a child
 // of the span in Submit's ctx (the /v1/run server span). The engine's
 // Process gets a ctx holding its stage span, so a remote or worker
 // replica's hop is that span's child. With no provider, none of this runs.
@@ -37,14 +37,14 @@ func newTracer(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer(telemetry.Name)
 }
 
-// startRequestSpan starts rq's request span, child of ctx's span. For a
-// hop, the stages' parent is ctx's span itself.
+// startRequestSpan starts rq's request span, child of ctx's span. For a stage
+// call, the stages' parent is ctx's span itself.
 func (rq *request) startRequestSpan(ctx context.Context) {
 	tr := rq.o.tracer
 	if tr == nil {
 		return
 	}
-	if rq.hop {
+	if rq.stageCall {
 		rq.traceCtx = ctx
 		return
 	}

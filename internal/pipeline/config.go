@@ -104,9 +104,9 @@ type DeployStage struct {
 	MaxQueue int
 	// MaxInflight bounds the requests one replica runs at once.
 	MaxInflight int
-	// Hop configures the calls to a replica that runs outside this process
-	// (placement process or remote); zero for placement inproc.
-	Hop Hop
+	// Link configures the calls to a replica that runs outside this
+	// process (placement process or remote); zero for placement inproc.
+	Link Link
 	// Worker configures a replica's worker process (placement process).
 	Worker Worker
 
@@ -114,9 +114,9 @@ type DeployStage struct {
 	seen map[string]bool // the keys the file gave
 }
 
-// Hop configures how a replica outside this process is called and
+// Link configures how a replica outside this process is called and
 // watched: its YAML keys sit in the stage's deploy entry.
-type Hop struct {
+type Link struct {
 	// Timeout bounds one call (timeout); zero means no bound beyond the
 	// request's own.
 	Timeout time.Duration

@@ -353,19 +353,19 @@ func validatePlacementKeys(s *DeployStage, path string, errs *errList) {
 		defaultTo(&s.Worker.StopTimeout, DefaultStopTimeout)
 	case PlacementRemote:
 		refuse(workerKeys, "only for placement process")
-		defaultTo(&s.Hop.ResolveInterval, DefaultResolveInterval)
+		defaultTo(&s.Link.ResolveInterval, DefaultResolveInterval)
 	default:
 		return
 	}
-	defaultTo(&s.Hop.WarmTimeout, DefaultWarmTimeout)
-	defaultTo(&s.Hop.HealthInterval, DefaultHealthInterval)
+	defaultTo(&s.Link.WarmTimeout, DefaultWarmTimeout)
+	defaultTo(&s.Link.HealthInterval, DefaultHealthInterval)
 	switch {
 	case !s.seen["health_failures"]:
-		s.Hop.HealthFailures = DefaultHealthFailures
-	case s.Hop.HealthFailures < 1:
-		errs.add(s.line, path+".health_failures", "must be at least 1, got %d", s.Hop.HealthFailures)
+		s.Link.HealthFailures = DefaultHealthFailures
+	case s.Link.HealthFailures < 1:
+		errs.add(s.line, path+".health_failures", "must be at least 1, got %d", s.Link.HealthFailures)
 	}
-	if s.seen["api_key_file"] && s.Hop.APIKeyFile == "" {
+	if s.seen["api_key_file"] && s.Link.APIKeyFile == "" {
 		errs.add(s.line, path+".api_key_file", "empty: name the file that holds the stage servers' API key")
 	}
 }

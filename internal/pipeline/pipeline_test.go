@@ -381,15 +381,15 @@ func TestDigest(t *testing.T) {
 func TestHopDefaults(t *testing.T) {
 	c := mustParse(t, "deploy-hop.good.yaml")
 	d := c.Deploy.Stages
-	if got := d[0]; got.Hop != (Hop{}) || got.Worker != (Worker{}) {
-		t.Errorf("inproc stage hop %+v worker %+v, want zero", got.Hop, got.Worker)
+	if got := d[0]; got.Link != (Link{}) || got.Worker != (Worker{}) {
+		t.Errorf("inproc stage link %+v worker %+v, want zero", got.Link, got.Worker)
 	}
-	want1 := Hop{Timeout: 30 * time.Second, WarmTimeout: DefaultWarmTimeout, HealthInterval: time.Second, HealthFailures: 5}
-	if d[1].Hop != want1 || d[1].Worker != (Worker{StartTimeout: 20 * time.Second, StopTimeout: 3 * time.Second}) {
-		t.Errorf("process stage hop %+v worker %+v", d[1].Hop, d[1].Worker)
+	want1 := Link{Timeout: 30 * time.Second, WarmTimeout: DefaultWarmTimeout, HealthInterval: time.Second, HealthFailures: 5}
+	if d[1].Link != want1 || d[1].Worker != (Worker{StartTimeout: 20 * time.Second, StopTimeout: 3 * time.Second}) {
+		t.Errorf("process stage link %+v worker %+v", d[1].Link, d[1].Worker)
 	}
-	want2 := Hop{WarmTimeout: 5 * time.Second, HealthInterval: DefaultHealthInterval, HealthFailures: DefaultHealthFailures, APIKeyFile: "/run/secrets/api-key", ResolveInterval: 30 * time.Second}
-	if d[2].Placement != PlacementRemote || d[2].Hop != want2 || d[2].Worker != (Worker{}) {
+	want2 := Link{WarmTimeout: 5 * time.Second, HealthInterval: DefaultHealthInterval, HealthFailures: DefaultHealthFailures, APIKeyFile: "/run/secrets/api-key", ResolveInterval: 30 * time.Second}
+	if d[2].Placement != PlacementRemote || d[2].Link != want2 || d[2].Worker != (Worker{}) {
 		t.Errorf("remote stage %+v", d[2])
 	}
 }

@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,19 +17,27 @@ import (
 // that they could not be found out this time.
 var ErrNoMembers = errors.New("no members")
 
+// Member is one member of a set that a pool's slots follow (Members): a
+// value that names one replica (a stage server at one address, say).
+// Members are told apart by ==, and ordered and logged by String.
+type Member interface {
+	comparable
+	String() string
+}
+
 // Members makes a pool's slots follow a set of members that changes while
 // it runs: the addresses a stage server's DNS name resolves to, one
 // replica each.
-type Members struct {
+type Members[M Member] struct {
 	// Interval is how often Resolve is called after the first time.
 	Interval time.Duration
-	// Resolve returns the keys of the members there are now, each naming
-	// one replica (an endpoint and an address). An error keeps the members
-	// there are, unless it wraps ErrNoMembers: then there are none. Either
-	// error is the reason requests are refused with while there is none.
-	Resolve func(ctx context.Context) ([]string, error)
-	// Build builds the engine of the replica of member key in slot index.
-	Build func(key string, index int) (engine.Engine, error)
+	// Resolve returns the members there are now, each naming one replica.
+	// An error keeps the members there are, unless it wraps ErrNoMembers:
+	// then there are none. Either error is the reason requests are refused
+	// with while there is none.
+	Resolve func(ctx context.Context) ([]M, error)
+	// Build builds the engine of the replica of member m in slot index.
+	Build func(m M, index int) (engine.Engine, error)
 }
 
 // resolveTimeout bounds one Resolve.
@@ -45,7 +54,7 @@ const resolveTimeout = 5 * time.Second
 // empty, and Acquire fails with ErrNoReplica and the reason, until a
 // member comes. Other errors of the first Resolve, and the error of
 // building a replica, are returned.
-func SuperviseMembers(ctx context.Context, stageID int, name string, maxInflight, maxQueue int, m Members, opts SupervisorOptions) (*Supervisor, error) {
+func SuperviseMembers[M Member](ctx context.Context, stageID int, name string, maxInflight, maxQueue int, m Members[M], opts SupervisorOptions) (*Supervisor, error) {
 	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	keys, why := m.Resolve(rctx)
 	cancel()
@@ -53,7 +62,7 @@ func SuperviseMembers(ctx context.Context, stageID int, name string, maxInflight
 		return nil, why
 	}
 	keys = sortedSet(keys)
-	d := &discovery{m: m, slots: map[string]int{}, keys: map[int]string{}, pending: map[string]bool{}}
+	d := &discovery[M]{m: m, slots: map[M]int{}, keys: map[int]M{}, pending: map[M]bool{}}
 	build := func(i int) (engine.Engine, error) {
 		d.mu.Lock()
 		key, ok := d.keys[i]
@@ -63,7 +72,7 @@ func SuperviseMembers(ctx context.Context, stageID int, name string, maxInflight
 		}
 		return m.Build(key, i)
 	}
-	d.wanted = map[string]bool{}
+	d.wanted = map[M]bool{}
 	for i, k := range keys {
 		d.slots[k], d.keys[i], d.wanted[k] = i, k, true
 	}
@@ -80,19 +89,19 @@ func SuperviseMembers(ctx context.Context, stageID int, name string, maxInflight
 }
 
 // discovery is a Supervisor's side of Members.
-type discovery struct {
-	m Members
+type discovery[M Member] struct {
+	m Members[M]
 	s *Supervisor
 
 	mu      sync.Mutex
-	slots   map[string]int  // member key → slot index, for members with a replica
-	keys    map[int]string  // slot index → member key, for restarts
-	pending map[string]bool // members whose replica is being built
-	wanted  map[string]bool // the members of the last Resolve that answered
+	slots   map[M]int  // member → slot index, for members with a replica
+	keys    map[int]M  // slot index → member, for restarts
+	pending map[M]bool // members whose replica is being built
+	wanted  map[M]bool // the members of the last Resolve that answered
 }
 
 // loop resolves every Interval until the supervisor stops.
-func (d *discovery) loop() {
+func (d *discovery[M]) loop() {
 	t := time.NewTicker(d.m.Interval)
 	defer t.Stop()
 	for {
@@ -106,7 +115,7 @@ func (d *discovery) loop() {
 }
 
 // resolve calls Resolve once and adds and removes replicas to follow it.
-func (d *discovery) resolve() {
+func (d *discovery[M]) resolve() {
 	ctx, cancel := context.WithTimeout(d.s.life, resolveTimeout)
 	keys, err := d.m.Resolve(ctx)
 	cancel()
@@ -125,8 +134,8 @@ func (d *discovery) resolve() {
 	d.s.pool.SetEmptyReason(err)
 
 	d.mu.Lock()
-	d.wanted = map[string]bool{}
-	var add []string
+	d.wanted = map[M]bool{}
+	var add []M
 	for _, k := range keys {
 		d.wanted[k] = true
 		if _, ok := d.slots[k]; !ok && !d.pending[k] {
@@ -159,7 +168,7 @@ func (d *discovery) resolve() {
 
 // add builds, warms and adds the replica of new member key. A failure is
 // logged, and the next Resolve that still lists the member tries again.
-func (d *discovery) add(key string) {
+func (d *discovery[M]) add(key M) {
 	i := d.s.pool.Reserve()
 	d.mu.Lock()
 	d.keys[i] = key
@@ -173,7 +182,7 @@ func (d *discovery) add(key string) {
 		d.mu.Unlock()
 		switch {
 		case err != nil && d.s.life.Err() == nil:
-			d.s.log.Warn("new member's replica failed", "stage", d.s.pool.Name, "member", key, "err", err)
+			d.s.log.Warn("new member's replica failed", "stage", d.s.pool.Name, "member", key.String(), "err", err)
 		case err == nil:
 			_ = e.Close() // Gone while it warmed.
 		}
@@ -190,11 +199,13 @@ func (d *discovery) add(key string) {
 	}
 	d.slots[key] = i
 	d.mu.Unlock()
-	d.s.log.Info("replica added for a new member", "replica", r.ID, "member", key, "took", time.Since(start))
+	d.s.log.Info("replica added for a new member", "replica", r.ID, "member", key.String(), "took", time.Since(start))
 	d.s.watch(r)
 }
 
-// sortedSet returns keys sorted, without repeats.
-func sortedSet(keys []string) []string {
-	return slices.Compact(slices.Sorted(slices.Values(keys)))
+// sortedSet returns members sorted by name, without repeats.
+func sortedSet[M Member](members []M) []M {
+	members = slices.Clone(members)
+	slices.SortFunc(members, func(a, b M) int { return cmp.Compare(a.String(), b.String()) })
+	return slices.Compact(members)
 }

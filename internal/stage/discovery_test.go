@@ -78,18 +78,27 @@ func (m *members) engines(key string) []*memberEngine {
 	return out
 }
 
-func (m *members) config() Members {
-	return Members{
+// memberName is the tests' Member.
+type memberName string
+
+func (n memberName) String() string { return string(n) }
+
+func (m *members) config() Members[memberName] {
+	return Members[memberName]{
 		Interval: time.Hour, // the tests call resolve themselves
-		Resolve: func(context.Context) ([]string, error) {
+		Resolve: func(context.Context) ([]memberName, error) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
-			return slices.Clone(m.keys), m.err
+			names := make([]memberName, len(m.keys))
+			for i, k := range m.keys {
+				names[i] = memberName(k)
+			}
+			return names, m.err
 		},
-		Build: func(key string, index int) (engine.Engine, error) {
+		Build: func(name memberName, index int) (engine.Engine, error) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
-			e := &memberEngine{key: key, warmGate: m.warmGate, lost: make(chan struct{})}
+			e := &memberEngine{key: string(name), warmGate: m.warmGate, lost: make(chan struct{})}
 			m.built = append(m.built, e)
 			return e, nil
 		},

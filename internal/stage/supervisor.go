@@ -76,7 +76,10 @@ type Supervisor struct {
 	build Builder
 	opts  SupervisorOptions
 	log   *slog.Logger
-	disc  *discovery // nil for a pool of fixed slots
+	disc  interface {
+		loop()
+		resolve()
+	} // a *discovery; nil for a pool of fixed slots
 
 	life    context.Context    // cancelled by Stop
 	stop    context.CancelFunc // cancels life

@@ -14,11 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/placement/remote"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -146,8 +146,8 @@ func TestReplicasFromDNS(t *testing.T) {
 	cfg := testkit.Parse(t, yaml)
 	reg := prometheus.NewRegistry()
 	o := orchtest.Start(t, cfg, orchestrator.Options{
-		Registry: engineRegistry(), Registerer: reg, LookupHost: dns.lookup,
-		Remote: remote.Placement(cfg, payload.NewCodec([]byte(key)), nil),
+		Registry: engineRegistry(), Registerer: reg,
+		Placements: placements(&remote.Placement{Pipeline: cfg, Codec: payload.NewCodec([]byte(key)), LookupHost: dns.lookup}),
 	}, 10*time.Second)
 	if n := gaugeValue(t, reg, "omnistage_stage_replicas", 1); n != 2 {
 		t.Fatalf("%v replicas for a name with two addresses, want 2", n)

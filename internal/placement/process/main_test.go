@@ -1,11 +1,10 @@
-package worker_test
+package process_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/omnistage/omnistage/internal/testkit"
 	"io"
 	"os"
 	"os/signal"
@@ -14,14 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/testkit"
+
 	"go.uber.org/goleak"
 
 	"github.com/omnistage/omnistage/internal/cli"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/builtin"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
-	"github.com/omnistage/omnistage/internal/engines/worker"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/placement/process"
 )
 
 // The test binary is also the worker executable (the worker engine starts
@@ -130,7 +131,7 @@ func runParent(file string) int {
 		return 1
 	}
 	_, spec := cfg.StageSpec(1, 0)
-	e, err := worker.New(worker.Config{Stage: spec, Pipeline: cfg})
+	e, err := process.New(process.Config{Stage: spec, Pipeline: cfg})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

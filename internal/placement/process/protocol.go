@@ -1,4 +1,4 @@
-package worker
+package process
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
@@ -16,17 +17,13 @@ import (
 //	EXE serve --worker --stage N --config SOURCE --addr 127.0.0.1:0
 //
 // with two fresh random keys in the environment (never on the command
-// line): PayloadKeyEnv, which signs every hop between the two, and
+// line): keyfile.PayloadKeyEnv, which signs every hop between the two, and
 // APIKeyEnv, the bearer token the parent calls with. The child (see
-// ChildConfig, ChildKeys, WatchParent) builds one in-process replica of
+// ChildConfig, ChildAPIKey, WatchParent) builds one in-process replica of
 // stage N, listens, and prints on its stdout one Announce line; its other
 // output, and its stderr, are the parent's to show. The child stops when
 // its stdin reaches end of file, which is how the parent stops it, and
 // what happens when the parent dies, however it dies.
-
-// PayloadKeyEnv is the environment variable in which a worker process gets
-// its payload key; omnistage serve reads the key from it.
-const PayloadKeyEnv = "OMNISTAGE_PAYLOAD_KEY"
 
 // APIKeyEnv is the environment variable in which a worker process gets the
 // bearer token its parent calls it with.
@@ -51,7 +48,7 @@ func parseAnnounce(line string) (addr string, digest [32]byte, err error) {
 	rest, ok := strings.CutPrefix(line, announcePrefix)
 	f := strings.Fields(rest)
 	if !ok || len(f) != 3 || f[1] != "digest" {
-		return "", digest, fmt.Errorf("the worker announced %q, not %q", trim(line), announcePrefix+"ADDR digest HEX")
+		return "", digest, fmt.Errorf("the worker announced %q, not %q", httperr.Short(line), announcePrefix+"ADDR digest HEX")
 	}
 	b, err := hex.DecodeString(f[2])
 	if err != nil || len(b) != len(digest) {
@@ -64,13 +61,6 @@ func parseAnnounce(line string) (addr string, digest [32]byte, err error) {
 	return f[0], digest, nil
 }
 
-func trim(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "..."
-	}
-	return s
-}
-
 // ChildConfig makes cfg that of the worker process of stage id: the one
 // replica its parent started it for, in this process.
 func ChildConfig(cfg *pipeline.Config, id int) error {
@@ -80,7 +70,7 @@ func ChildConfig(cfg *pipeline.Config, id int) error {
 	}
 	d := &cfg.Deploy.Stages[id]
 	d.Placement, d.Replicas, d.Endpoints = pipeline.PlacementInproc, 1, nil
-	d.Hop, d.Worker = pipeline.Hop{}, pipeline.Worker{}
+	d.Link, d.Worker = pipeline.Link{}, pipeline.Worker{}
 	return nil
 }
 

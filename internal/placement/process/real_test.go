@@ -1,4 +1,4 @@
-package worker_test
+package process_test
 
 import (
 	"encoding/json"

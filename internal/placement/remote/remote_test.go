@@ -8,20 +8,23 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/stage"
 	"github.com/omnistage/omnistage/internal/testkit"
 
 	"github.com/omnistage/omnistage/internal/api/apitest"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/placement/remote"
 )
 
 func TestRemoteStagesMatchLocal(t *testing.T) {
@@ -173,11 +176,11 @@ func startFake(t *testing.T, f *fakeServer) string { return apitest.Handler(t, f
 
 // newEngine builds a replica of stage of textPipeline at url, with the call
 // settings h.
-func newEngine(t *testing.T, stage int, url string, h pipeline.Hop) *remote.Engine {
+func newEngine(t *testing.T, stage int, url string, h pipeline.Link) *remote.Engine {
 	t.Helper()
 	cfg := testkit.Parse(t, fmt.Sprintf(textPipeline, inprocDeploy))
 	_, spec := cfg.StageSpec(stage, 0)
-	e, err := remote.New(remote.Config{Stage: spec, Pipeline: cfg, Endpoint: url, Client: &hop.Client{HTTP: hop.NewHTTPClient()}, Hop: h})
+	e, err := remote.New(remote.Config{Stage: spec, Pipeline: cfg, Endpoint: url, Client: &hop.Client{HTTP: hop.NewHTTPClient()}, Link: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +225,7 @@ func TestRemoteLostMidRequest(t *testing.T) {
 		http.NewResponseController(w).Flush()
 		panic(http.ErrAbortHandler)
 	}}
-	e := newEngine(t, 1, startFake(t, f), pipeline.Hop{})
+	e := newEngine(t, 1, startFake(t, f), pipeline.Link{})
 	if err := e.Warm(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +291,7 @@ func TestRemoteErrorAnswersDoNotLose(t *testing.T) {
 					fmt.Fprint(w, `{"request_id":"r1","stage_id":2,"finished":false,"stage_input":"x"}`)
 				}
 			}}
-			e := newEngine(t, 1, startFake(t, f), pipeline.Hop{})
+			e := newEngine(t, 1, startFake(t, f), pipeline.Link{})
 			_, err := process(e, "hi")
 			if err == nil || !tc.check(err) || errors.Is(err, engine.ErrReplicaLost) {
 				t.Fatalf("err = %v", err)
@@ -307,7 +310,7 @@ func TestRemoteCallTimeout(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		<-r.Context().Done()
 	}}
-	e := newEngine(t, 1, startFake(t, f), pipeline.Hop{Timeout: 50 * time.Millisecond})
+	e := newEngine(t, 1, startFake(t, f), pipeline.Link{Timeout: 50 * time.Millisecond})
 	_, err := process(e, "hi")
 	if err == nil || !strings.Contains(err.Error(), "no answer within 50ms") || errors.Is(err, context.DeadlineExceeded) || isLost(e) {
 		t.Fatalf("err = %v, lost %v", err, isLost(e))
@@ -328,7 +331,7 @@ func TestRemoteCallTimeout(t *testing.T) {
 }
 
 func TestRemoteHealthChecks(t *testing.T) {
-	opts := pipeline.Hop{HealthInterval: 2 * time.Millisecond, HealthFailures: 3}
+	opts := pipeline.Link{HealthInterval: 2 * time.Millisecond, HealthFailures: 3}
 
 	t.Run("failures in a row lose the replica", func(t *testing.T) {
 		var down atomic.Bool
@@ -397,7 +400,7 @@ func TestRemoteWarm(t *testing.T) {
 			}
 			return http.StatusOK
 		}}
-		e := newEngine(t, 1, startFake(t, f), pipeline.Hop{})
+		e := newEngine(t, 1, startFake(t, f), pipeline.Link{})
 		if err := e.Warm(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -407,7 +410,7 @@ func TestRemoteWarm(t *testing.T) {
 	})
 	t.Run("bounded", func(t *testing.T) {
 		f := &fakeServer{ready: func(int) int { return http.StatusServiceUnavailable }}
-		e := newEngine(t, 1, startFake(t, f), pipeline.Hop{WarmTimeout: 100 * time.Millisecond})
+		e := newEngine(t, 1, startFake(t, f), pipeline.Link{WarmTimeout: 100 * time.Millisecond})
 		start := time.Now()
 		err := e.Warm(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "not ready after 100ms") || time.Since(start) > 5*time.Second {
@@ -416,7 +419,7 @@ func TestRemoteWarm(t *testing.T) {
 	})
 	t.Run("server down", func(t *testing.T) {
 		url := startFake(t, &fakeServer{})
-		e := newEngine(t, 1, url+"/nothing-listens-here/..", pipeline.Hop{WarmTimeout: 50 * time.Millisecond})
+		e := newEngine(t, 1, url+"/nothing-listens-here/..", pipeline.Link{WarmTimeout: 50 * time.Millisecond})
 		if err := e.Warm(context.Background()); err == nil {
 			t.Fatal("warm succeeded")
 		}
@@ -424,7 +427,7 @@ func TestRemoteWarm(t *testing.T) {
 	t.Run("not a stage server", func(t *testing.T) {
 		s := httptest.NewServer(http.NotFoundHandler())
 		defer s.Close()
-		e := newEngine(t, 1, s.URL, pipeline.Hop{})
+		e := newEngine(t, 1, s.URL, pipeline.Link{})
 		start := time.Now()
 		err := e.Warm(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "404") || time.Since(start) > 5*time.Second {
@@ -433,7 +436,7 @@ func TestRemoteWarm(t *testing.T) {
 	})
 	t.Run("cancelled", func(t *testing.T) {
 		f := &fakeServer{ready: func(int) int { return http.StatusServiceUnavailable }}
-		e := newEngine(t, 1, startFake(t, f), pipeline.Hop{})
+		e := newEngine(t, 1, startFake(t, f), pipeline.Link{})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 		defer cancel()
 		if err := e.Warm(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -463,7 +466,7 @@ pipeline:
 		{"no endpoint", remote.Config{Stage: spec, Pipeline: cfg}, `endpoint "" is not an http:// or https:// URL`},
 		{"bad endpoint", remote.Config{Stage: spec, Pipeline: cfg, Endpoint: "10.0.0.1:80"}, `"10.0.0.1:80" is not an http:// or https:// URL`},
 		{"no pipeline", remote.Config{Stage: spec, Endpoint: "http://a:1"}, "no pipeline"},
-		{"bad failures", remote.Config{Stage: spec, Pipeline: cfg, Endpoint: "http://a:1", Hop: pipeline.Hop{HealthFailures: -1}}, "health_failures must be at least 1"},
+		{"bad failures", remote.Config{Stage: spec, Pipeline: cfg, Endpoint: "http://a:1", Link: pipeline.Link{HealthFailures: -1}}, "health_failures must be at least 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := remote.New(tc.cfg)
@@ -485,10 +488,18 @@ pipeline:
 	}
 
 	// A missing api_key_file fails the replica's build, naming the file.
-	place := remote.Placement(cfg, nil, nil)
+	place := &remote.Placement{Pipeline: cfg}
 	d := cfg.Deploy.Stages[1]
-	d.Hop.APIKeyFile = "/nonexistent/key"
-	if _, err := place(spec, &d, "http://a:1", ""); err == nil || !strings.Contains(err.Error(), "api_key_file") || !strings.Contains(err.Error(), "/nonexistent/key") {
+	d.Link.APIKeyFile = "/nonexistent/key"
+	if _, err := place.Supervise(spec, &d, stage.SupervisorOptions{}); err == nil || !strings.Contains(err.Error(), "api_key_file") || !strings.Contains(err.Error(), "/nonexistent/key") {
 		t.Fatalf("missing key file: %v", err)
+	}
+	// A key the stage servers would refuse is refused here too.
+	d.Link.APIKeyFile = filepath.Join(t.TempDir(), "short.key")
+	if err := os.WriteFile(d.Link.APIKeyFile, []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := place.Supervise(spec, &d, stage.SupervisorOptions{}); err == nil || !strings.Contains(err.Error(), "the key is 5 bytes long") {
+		t.Fatalf("short key file: %v", err)
 	}
 }

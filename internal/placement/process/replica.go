@@ -1,48 +1,6 @@
-// Package worker is the placement of a stage with placement process: each
-// replica runs the stage's engine in a child process of its own, so a crash
-// in that engine (a C library's exit, a segfault) takes down that replica
-// only.
-//
-// # The worker process
-//
-// New starts the worker (see protocol.go for both sides of the protocol):
-// this program again, as omnistage serve --worker for the replica's stage.
-// The worker builds one in-process replica of the stage, listens on a
-// loopback port, and announces its address and pipeline digest; the parent
-// refuses a worker whose digest differs from its own. Each worker gets
-// fresh random keys in the environment, so only its parent can hand it
-// payloads, or call it at all. The worker's stderr, and any other output on
-// its stdout, go to Config.Stderr a line at a time, prefixed with the
-// replica's id. The worker runs in a process group of its own, so a Ctrl-C
-// at the terminal reaches the parent only, which then stops its workers in
-// order.
-//
-// The replica then talks to the worker as to a headless stage server,
-// through the remote placement (package remote): Warm waits for the
-// worker's /ready, and Process streams each request's input to the worker
-// and its output back, as they are produced (package hop).
-//
-// # Losing a replica
-//
-// Lost closes when the worker process exits, or when the remote engine
-// gives up on it (its health checks fail, a call's connection drops); a
-// worker that stops answering while still running is killed. The runtime
-// then fails the requests bound to the replica with an error naming the
-// stage and the replica, and sends new requests to the other replicas;
-// Process returns errors wrapping engine.ErrReplicaLost that say how the
-// process ended ("exit status 2" after a crash in C code, "signal: killed"
-// after the OOM killer), and the worker's output ends with a line saying
-// the same. The engine does not restart a lost worker: the runtime builds
-// a new replica, and so a new worker process, in its place (see package
-// stage).
-//
-// # Stopping
-//
-// Close closes the worker's stdin and sends it SIGTERM; a worker that has
-// not exited after the stop timeout is killed. A worker also stops when
-// its stdin reaches end of file, which is what happens when the parent
-// dies, however it dies: no worker outlives its parent.
-package worker
+package process
+
+// One replica: a worker process, and the proxy engine that calls it.
 
 import (
 	"bytes"
@@ -62,11 +20,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/hop"
-	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/keyfile"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/placement"
+	"github.com/omnistage/omnistage/internal/placement/remote"
 )
 
 // Config is one replica's configuration.
@@ -85,23 +44,13 @@ type Config struct {
 	// Worker bounds the worker's start and stop (the deploy entry's
 	// start_timeout and stop_timeout); zero fields take the defaults.
 	Worker pipeline.Worker
-	// Hop are the calls' settings (the deploy entry's timeout,
+	// Link are the calls' settings (the deploy entry's timeout,
 	// warm_timeout, health_interval and health_failures).
-	Hop pipeline.Hop
+	Link pipeline.Link
 	// TracerProvider, when set, traces the calls to the worker (its own
 	// spans are its own: it sets up tracing from the OTEL_* environment
 	// it inherits).
 	TracerProvider trace.TracerProvider
-}
-
-// Placement returns the builder of the replicas of cfg's stages with
-// placement process (orchestrator.Options.Process): each starts exe (""
-// for this program) as its worker, whose output goes to stderr (nil for
-// os.Stderr), and whose calls tp traces (nil: none).
-func Placement(cfg *pipeline.Config, exe string, stderr io.Writer, tp trace.TracerProvider) orchestrator.ProcessFunc {
-	return func(spec engine.Spec, d *pipeline.DeployStage) (engine.Engine, error) {
-		return New(Config{Stage: spec, Pipeline: cfg, Executable: exe, Stderr: stderr, Worker: d.Worker, Hop: d.Hop, TracerProvider: tp})
-	}
 }
 
 // Engine is one replica: one worker process.
@@ -119,9 +68,7 @@ type Engine struct {
 	alive   context.Context
 	died    context.CancelFunc
 
-	lostOnce sync.Once
-	lost     chan struct{}
-	lostErr  error // written before lost closes
+	placement.Loss
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -174,12 +121,12 @@ func New(cfg Config) (*Engine, error) {
 	spec := cfg.Stage
 	e := &Engine{
 		cfg: cfg, id: fmt.Sprintf("%s/%d", spec.Name, spec.Replica),
-		exited: make(chan struct{}), lost: make(chan struct{}), closing: make(chan struct{}),
+		exited: make(chan struct{}), closing: make(chan struct{}),
 	}
 	e.alive, e.died = context.WithCancel(context.Background())
 	e.cmd = exec.Command(cfg.Executable, "serve", "--worker", "--stage", strconv.Itoa(spec.StageID), "--config", cfg.Pipeline.Source, "--addr", "127.0.0.1:0")
 	// A later entry wins over one inherited with the same name.
-	e.cmd.Env = append(os.Environ(), PayloadKeyEnv+"="+hexKey, APIKeyEnv+"="+apiKey)
+	e.cmd.Env = append(os.Environ(), keyfile.PayloadKeyEnv+"="+hexKey, APIKeyEnv+"="+apiKey)
 	e.cmd.SysProcAttr = sysProcAttr()
 	// A grandchild holding the worker's stdout or stderr must not keep
 	// Wait from reporting the worker's exit.
@@ -216,7 +163,7 @@ func New(cfg Config) (*Engine, error) {
 		e.remote, err = remote.New(remote.Config{
 			Stage: spec, Pipeline: cfg.Pipeline, Endpoint: "http://" + addr,
 			Client: &hop.Client{HTTP: hop.NewHTTPClient(), APIKey: apiKey, TracerProvider: cfg.TracerProvider},
-			Codec:  payload.NewCodec([]byte(hexKey)), Hop: cfg.Hop,
+			Codec:  payload.NewCodec([]byte(hexKey)), Link: cfg.Link,
 		})
 	}
 	if err != nil {
@@ -272,7 +219,7 @@ func (e *Engine) monitor() {
 	defer e.wg.Done()
 	select {
 	case <-e.exited:
-		e.markLost(e.exitError())
+		e.Mark(e.exitError())
 	case <-e.remote.Lost():
 		// A call broke off, or the health checks failed: the process has
 		// most likely died; if so, say how.
@@ -280,22 +227,15 @@ func (e *Engine) monitor() {
 		defer t.Stop()
 		select {
 		case <-e.exited:
-			e.markLost(e.exitError())
+			e.Mark(e.exitError())
 		case <-t.C:
-			e.markLost(fmt.Errorf("worker process %d stopped answering: %w", e.Pid(), engine.ErrReplicaLost))
+			e.Mark(fmt.Errorf("worker process %d stopped answering: %w", e.Pid(), engine.ErrReplicaLost))
 			// Nothing will be sent to it again: free what it holds.
 			_ = e.cmd.Process.Kill()
 		case <-e.closing:
 		}
 	case <-e.closing:
 	}
-}
-
-func (e *Engine) markLost(cause error) {
-	e.lostOnce.Do(func() {
-		e.lostErr = cause
-		close(e.lost)
-	})
 }
 
 // state says how the worker process ended; call it after exited closed.
@@ -327,15 +267,6 @@ func (e *Engine) ExitError() error {
 	return e.exitErr
 }
 
-// Lost implements engine.Watcher.
-func (e *Engine) Lost() <-chan struct{} { return e.lost }
-
-// LostErr implements engine.LostReasoner: how the worker was lost.
-func (e *Engine) LostErr() error {
-	<-e.lost
-	return e.lostErr
-}
-
 // Warm waits until the worker has warmed its replica (its /ready answers)
 // or has exited.
 func (e *Engine) Warm(ctx context.Context) error {
@@ -355,10 +286,8 @@ func (e *Engine) Warm(ctx context.Context) error {
 // Process implements engine.Engine: it runs the request's stage on the
 // worker.
 func (e *Engine) Process(ctx context.Context, job *engine.Job) error {
-	select {
-	case <-e.lost:
-		return e.lostErr
-	default:
+	if err := e.Loss.Err(); err != nil {
+		return err
 	}
 	err := e.remote.Process(ctx, job)
 	if err == nil || !errors.Is(err, engine.ErrReplicaLost) {

@@ -1,4 +1,4 @@
-package worker
+package process
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package worker_test
+package process_test
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/omnistage/omnistage/internal/testkit"
 	"io"
 	"net/http"
 	"os"
@@ -19,12 +18,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/stage"
+	"github.com/omnistage/omnistage/internal/testkit"
+
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
-	"github.com/omnistage/omnistage/internal/engines/worker"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/placement/process"
 )
 
 // textPipeline is three text stages of test engines, each appending its
@@ -69,10 +71,10 @@ type fixture struct {
 	output *testkit.SyncBuffer // the workers' stderr
 
 	mu      sync.Mutex
-	workers []*worker.Engine
+	workers []*process.Engine
 }
 
-func (f *fixture) worker(i int) *worker.Engine {
+func (f *fixture) worker(i int) *process.Engine {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.workers[i]
@@ -86,16 +88,8 @@ func start(t testing.TB, cfg *pipeline.Config, register func(*engine.Registry), 
 	f := &fixture{output: &testkit.SyncBuffer{}}
 	reg := &engine.Registry{}
 	register(reg)
-	place := worker.Placement(cfg, "", f.output, nil)
-	oopts := orchestrator.Options{Registry: reg, Process: func(spec engine.Spec, d *pipeline.DeployStage) (engine.Engine, error) {
-		e, err := place(spec, d)
-		if err == nil {
-			f.mu.Lock()
-			f.workers = append(f.workers, e.(*worker.Engine))
-			f.mu.Unlock()
-		}
-		return e, err
-	}}
+	place := &recordingPlacement{Placement: process.Placement{Pipeline: cfg, Stderr: f.output}, f: f}
+	oopts := orchestrator.Options{Registry: reg, Placements: map[pipeline.Placement]orchestrator.Placement{pipeline.PlacementProcess: place}}
 	for _, set := range opts {
 		set(&oopts)
 	}
@@ -107,6 +101,27 @@ func start(t testing.TB, cfg *pipeline.Config, register func(*engine.Registry), 
 	})
 	f.o = orchtest.Start(t, cfg, oopts, 30*time.Second)
 	return f
+}
+
+// recordingPlacement is the process placement, recording the workers it
+// starts in its fixture.
+type recordingPlacement struct {
+	process.Placement
+	f *fixture
+}
+
+func (p *recordingPlacement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts stage.SupervisorOptions) (*stage.Supervisor, error) {
+	return stage.Supervise(spec.StageID, spec.Name, d.Replicas, d.MaxInflight, d.MaxQueue, func(i int) (engine.Engine, error) {
+		spec := spec
+		spec.Replica = i
+		e, err := p.New(spec, d)
+		if err == nil {
+			p.f.mu.Lock()
+			p.f.workers = append(p.f.workers, e)
+			p.f.mu.Unlock()
+		}
+		return e, err
+	}, opts)
 }
 
 func registerTestEngines(r *engine.Registry) { testengine.Register(r, nil, testEngines...) }
@@ -385,7 +400,7 @@ func TestCloseKillsStuckWorker(t *testing.T) {
 	t.Setenv(hangEnv, "1")
 	cfg := writeConfig(t, textConfig("process"))
 	_, spec := cfg.StageSpec(1, 0)
-	e, err := worker.New(worker.Config{Stage: spec, Pipeline: cfg, Stderr: io.Discard, Worker: pipeline.Worker{StopTimeout: 300 * time.Millisecond}})
+	e, err := process.New(process.Config{Stage: spec, Pipeline: cfg, Stderr: io.Discard, Worker: pipeline.Worker{StopTimeout: 300 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +430,7 @@ func TestOutputBeforeTheAnnouncement(t *testing.T) {
 	cfg := writeConfig(t, textConfig("process"))
 	_, spec := cfg.StageSpec(1, 0)
 	var out testkit.SyncBuffer
-	e, err := worker.New(worker.Config{Stage: spec, Pipeline: cfg, Stderr: &out})
+	e, err := process.New(process.Config{Stage: spec, Pipeline: cfg, Stderr: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +482,7 @@ func TestNoWorkerOutlivesItsParent(t *testing.T) {
 func TestStartFailures(t *testing.T) {
 	newWorker := func(cfg *pipeline.Config, exe string) error {
 		_, spec := cfg.StageSpec(1, 0)
-		e, err := worker.New(worker.Config{Stage: spec, Pipeline: cfg, Executable: exe, Stderr: io.Discard})
+		e, err := process.New(process.Config{Stage: spec, Pipeline: cfg, Executable: exe, Stderr: io.Discard})
 		if err == nil {
 			_ = e.Close()
 		}

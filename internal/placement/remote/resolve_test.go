@@ -1,4 +1,4 @@
-package orchestrator
+package remote
 
 import (
 	"context"
@@ -39,7 +39,11 @@ func TestResolveEndpoints(t *testing.T) {
 		{[]string{"http://gone:1", "http://alsogone:1"}, nil, "gone, alsogone resolve to no address", true},
 		{[]string{"http://pods:1", "http://flaky:1"}, nil, "resolve flaky (endpoint http://flaky:1)", false},
 	} {
-		got, err := resolveEndpoints(context.Background(), lookup, tc.endpoints)
+		members, err := Resolve(context.Background(), lookup, tc.endpoints)
+		var got []string
+		for _, m := range members {
+			got = append(got, m.Endpoint+" "+m.Addr)
+		}
 		if tc.err == "" {
 			if err != nil || !slices.Equal(got, tc.want) {
 				t.Errorf("%v: %q, %v; want %q", tc.endpoints, got, err, tc.want)

@@ -14,11 +14,12 @@ import (
 
 	"github.com/omnistage/omnistage/internal/api"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/remote"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/placement/remote"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -133,7 +134,7 @@ func startLocalWith(t testing.TB, yaml string, codec *payload.Codec, register fu
 	if codec == nil {
 		codec = payload.NewCodec(nil)
 	}
-	return orchtest.Start(t, cfg, orchestrator.Options{Registry: reg, Remote: remote.Placement(cfg, codec, nil)}, 10*time.Second)
+	return orchtest.Start(t, cfg, orchestrator.Options{Registry: reg, Placements: placements(&remote.Placement{Pipeline: cfg, Codec: codec})}, 10*time.Second)
 }
 
 // generate runs one request and returns the final output's text, chunks
@@ -190,4 +191,9 @@ func remoteDeploy(urls map[int]string, extra string) string {
 		fmt.Fprintf(&b, "    - {id: %d, options: {%s}}\n", id, opts)
 	}
 	return b.String()
+}
+
+// placements are an orchestrator's placements with p as its remote one.
+func placements(p *remote.Placement) map[pipeline.Placement]orchestrator.Placement {
+	return map[pipeline.Placement]orchestrator.Placement{pipeline.PlacementRemote: p}
 }

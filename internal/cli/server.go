@@ -1,0 +1,130 @@
+package cli
+
+// What every role of omnistage serve runs: the orchestrator of its stages
+// behind the HTTP API, with its logger, metrics, tracing, payload codec
+// and memory trimmer.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/omnistage/omnistage/internal/api"
+	"github.com/omnistage/omnistage/internal/memtrim"
+	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/telemetry"
+)
+
+// serverSpec is what a role of serve runs.
+type serverSpec struct {
+	role  string // server, stage or worker: omnistage.role in traces
+	flags *serveFlags
+	cfg   *pipeline.Config
+	api   api.Options // the flags' options, and the role's Stage and APIKey
+	// stages limits the stages built to these (orchestrator.Options.Stages).
+	stages []int
+	ring   *payload.Ring // nil: unsigned payloads
+}
+
+// server is a started serve process: its HTTP server over its
+// orchestrator, and what close ends, in reverse order.
+type server struct {
+	log   *slog.Logger
+	codec *payload.Codec
+	orch  *orchestrator.Orchestrator
+	srv   *api.Server
+	addr  string
+	stops []func()
+}
+
+// startServer builds the server of s. On failure it has said why on
+// env.Stderr and returns the exit status.
+func (env Env) startServer(ctx context.Context, s serverSpec) (*server, int) {
+	rt := &server{addr: s.flags.addr}
+	failed := func(status int, err error) (*server, int) {
+		rt.close()
+		fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
+		return nil, status
+	}
+	tracing, stopTracing, err := env.startTracing(ctx, "serve", s.role)
+	if err != nil {
+		return failed(ExitUsage, err)
+	}
+	rt.stops = append(rt.stops, stopTracing)
+	rt.log = slog.New(telemetry.LogHandler(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: s.flags.logLevel})))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rt.codec = payload.NewRingCodec(s.ring, payload.WithLifetime(s.flags.payloadLifetime))
+	trim, err := memtrim.New(memtrim.Options{Logger: rt.log, Registerer: reg})
+	if err != nil {
+		return failed(ExitFailure, err)
+	}
+	rt.stops = append(rt.stops, func() { trim.Close() })
+	// Remote stages sign their hops with this server's key; worker
+	// processes write their output where this server does.
+	orchOpts := env.orchestratorOptions(s.cfg, rt.codec, tracing.TracerProvider())
+	orchOpts.Registerer, orchOpts.Logger, orchOpts.Idle, orchOpts.Stages = reg, rt.log, trim, s.stages
+	if rt.orch, err = orchestrator.New(s.cfg, orchOpts); err != nil {
+		return failed(ExitFailure, err)
+	}
+	opts := s.api
+	opts.Logger, opts.Registry, opts.Codec, opts.TracerProvider = rt.log, reg, rt.codec, tracing.TracerProvider()
+	if rt.srv, err = api.New(rt.orch, opts); err != nil {
+		_ = rt.orch.Shutdown(context.Background())
+		return failed(ExitFailure, err)
+	}
+	return rt, ExitOK
+}
+
+// run listens, calls listening (when set) with the listener and env's
+// stdout, then serves until ctx ends and the server has drained.
+func (rt *server) run(ctx context.Context, env Env, listening func(net.Listener, io.Writer) error) int {
+	fail := func(err error) int {
+		fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
+		return ExitFailure
+	}
+	ln, err := net.Listen("tcp", rt.addr)
+	if err != nil {
+		_ = rt.orch.Shutdown(context.Background())
+		return fail(err)
+	}
+	if listening != nil {
+		if err := listening(ln, env.Stdout); err != nil {
+			_ = ln.Close()
+			_ = rt.orch.Shutdown(context.Background())
+			return fail(err)
+		}
+	}
+	if err := rt.srv.Run(ctx, ln); err != nil {
+		return fail(err)
+	}
+	return ExitOK
+}
+
+// close ends what startServer started, last first.
+func (rt *server) close() {
+	for i := len(rt.stops) - 1; i >= 0; i-- {
+		rt.stops[i]()
+	}
+	rt.stops = nil
+}
+
+// runKeyReloader runs k until the returned stop is called, which waits for
+// it to end.
+func runKeyReloader(ctx context.Context, k *keyReloader) (stop func()) {
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { k.Run(rctx) })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}

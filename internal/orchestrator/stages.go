@@ -1,0 +1,153 @@
+package orchestrator
+
+// The stages served here: building each one's supervised replicas, in
+// this process or through a Placement, and their snapshot (Stats).
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/stage"
+)
+
+// Placement builds the replicas of a stage that runs outside this process,
+// under a supervisor that restarts the lost ones: packages
+// placement/process (worker processes) and placement/remote (stage
+// servers) implement it.
+type Placement interface {
+	// Supervise builds the replicas of the stage that spec describes and
+	// d deploys, and returns their supervisor, made with opts. It starts
+	// nothing: the orchestrator warms the supervisor.
+	Supervise(spec engine.Spec, d *pipeline.DeployStage, opts stage.SupervisorOptions) (*stage.Supervisor, error)
+}
+
+// stageRun is one stage served here: its supervised pool and what its
+// requests need of it.
+type stageRun struct {
+	id   int
+	name string
+	sup  *stage.Supervisor
+	pool *stage.Pool
+	// checker checks the stage's sampling params before anything runs,
+	// when its engine runs here and can (engine.ParamsChecker); nil
+	// otherwise.
+	checker engine.ParamsChecker
+	// duration observes the stage's time per request.
+	duration prometheus.Observer
+}
+
+// buildStage builds stage id's supervised replicas.
+func (o *Orchestrator) buildStage(id int, m *metrics) (*stageRun, error) {
+	d := &o.cfg.Deploy.Stages[id]
+	name := o.cfg.StageName(id)
+	engineName, spec := o.cfg.StageSpec(id, 0)
+	fail := func(err error) error { return fmt.Errorf("stage %d (%s): %w", id, name, err) }
+	label := strconv.Itoa(id)
+	supOpts := stage.SupervisorOptions{
+		RestartBackoff: o.opts.RestartBackoff, RestartBackoffMax: o.opts.RestartBackoffMax, Logger: o.log,
+		Restarted:     m.restarts.WithLabelValues(label).Inc,
+		RestartFailed: m.restartFailures.WithLabelValues(label).Inc,
+	}
+	var drv engine.Driver
+	if d.Placement != pipeline.PlacementRemote {
+		// A worker process runs the engine found and checked here, before
+		// any process starts.
+		var err error
+		if drv, err = o.driver(engineName, spec); err != nil {
+			return nil, fail(err)
+		}
+	}
+	var sup *stage.Supervisor
+	var err error
+	if d.Placement == pipeline.PlacementInproc {
+		sup, err = stage.Supervise(id, name, d.Replicas, d.MaxInflight, d.MaxQueue, func(i int) (engine.Engine, error) {
+			spec := spec
+			spec.Replica = i
+			return drv.New(spec)
+		}, supOpts)
+	} else {
+		p := o.opts.Placements[d.Placement]
+		if p == nil {
+			return nil, fail(fmt.Errorf("placement %s is not available here", d.Placement))
+		}
+		sup, err = p.Supervise(spec, d, supOpts)
+	}
+	if err != nil {
+		return nil, fail(err)
+	}
+	st := &stageRun{id: id, name: name, sup: sup, pool: sup.Pool(), duration: m.stageTime.WithLabelValues(label)}
+	if d.Placement == pipeline.PlacementInproc {
+		// Every replica of an engine in this process checks params alike.
+		st.checker, _ = st.pool.InSlot(0).Engine.(engine.ParamsChecker)
+	}
+	return st, nil
+}
+
+// driver returns the registered driver of engineName, once it has checked
+// spec.
+func (o *Orchestrator) driver(engineName string, spec engine.Spec) (engine.Driver, error) {
+	drv, ok := o.opts.Registry.Lookup(engineName)
+	if !ok {
+		return drv, fmt.Errorf("engine %q is not available in this build (available: %v)", engineName, o.opts.Registry.Names())
+	}
+	if drv.Check != nil {
+		if err := drv.Check(spec); err != nil {
+			return drv, err
+		}
+	}
+	return drv, nil
+}
+
+// StageStats is a snapshot of one stage.
+type StageStats struct {
+	ID       int    `json:"id"`
+	Name     string `json:"name"`
+	OnRoute  bool   `json:"on_route"`
+	Queued   int    `json:"queued"`
+	Bindings int    `json:"bindings"`
+	Healthy  int    `json:"healthy_replicas"`
+	Replicas int    `json:"replicas"`
+}
+
+// Stats is a snapshot of the orchestrator.
+type Stats struct {
+	InFlight int          `json:"inflight"`
+	Draining int          `json:"draining"`
+	Stages   []StageStats `json:"stages"`
+}
+
+// Bindings returns the total number of bindings held across stages.
+func (s Stats) Bindings() int {
+	n := 0
+	for _, st := range s.Stages {
+		n += st.Bindings
+	}
+	return n
+}
+
+// Stats returns in-flight requests, draining ones, and each stage's queue
+// depth and bindings held.
+func (o *Orchestrator) Stats() Stats {
+	o.mu.Lock()
+	s := Stats{InFlight: o.inflight}
+	for _, h := range o.active {
+		for _, rq := range h.appendTo(nil) {
+			if rq.state.Load() != int32(StateActive) {
+				s.Draining++
+			}
+		}
+	}
+	o.mu.Unlock()
+	for _, st := range o.built {
+		ps := st.pool.Stats()
+		s.Stages = append(s.Stages, StageStats{
+			ID: st.id, Name: st.name, OnRoute: o.route.OnRoute(st.id),
+			Queued: ps.Queued, Bindings: ps.Bindings, Healthy: ps.Healthy, Replicas: ps.Replicas,
+		})
+	}
+	return s
+}
