@@ -35,11 +35,11 @@ func (k Kind) Valid() bool {
 // Chunk is one piece of a stage's stream. Exactly one field is set; its kind
 // is Kind().
 type Chunk struct {
-	Text     *Text     `msgpack:"t,omitempty"`
-	Frames   *Frames   `msgpack:"f,omitempty"`
-	Segments *Segments `msgpack:"s,omitempty"`
-	Audio    *Audio    `msgpack:"a,omitempty"`
-	Words    *Words    `msgpack:"w,omitempty"`
+	Text     *Text
+	Frames   *Frames
+	Segments *Segments
+	Audio    *Audio
+	Words    *Words
 }
 
 // Kind returns the kind of the field that is set, or "" for an empty chunk.
@@ -61,20 +61,20 @@ func (c Chunk) Kind() Kind {
 
 // Text is a piece of text.
 type Text struct {
-	Text string `msgpack:"text"`
+	Text string
 }
 
 // Frames are clustergen acoustic frames for one sentence: per 5 ms frame a
 // row of Channels parameters (F0 and mel-cepstra) and a row of StrChannels
 // excitation strengths, both row-major.
 type Frames struct {
-	Voice       string    `msgpack:"voice"`
-	Channels    int       `msgpack:"channels"`
-	Params      []float32 `msgpack:"params"`
-	StrChannels int       `msgpack:"str_channels"`
-	Str         []float32 `msgpack:"str"`
+	Voice       string
+	Channels    int
+	Params      []float32
+	StrChannels int
+	Str         []float32
 	// FrameShift is the frame period in seconds.
-	FrameShift float32 `msgpack:"frame_shift"`
+	FrameShift float32
 }
 
 // Len returns the number of frames.
@@ -87,29 +87,29 @@ func (f *Frames) Len() int {
 
 // Segments are a diphone voice's segments and pitch targets for one sentence.
 type Segments struct {
-	Voice string `msgpack:"voice"`
+	Voice string
 	// Names, Ends (seconds) and Cluster (a consonant-cluster bit) describe
 	// each segment, in order.
-	Names   []string  `msgpack:"names"`
-	Ends    []float32 `msgpack:"ends"`
-	Cluster []bool    `msgpack:"cluster"`
+	Names   []string
+	Ends    []float32
+	Cluster []bool
 	// TargetPos (seconds) and TargetF0 (Hz) are the pitch targets.
-	TargetPos []float32 `msgpack:"target_pos"`
-	TargetF0  []float32 `msgpack:"target_f0"`
+	TargetPos []float32
+	TargetF0  []float32
 }
 
 // Audio is 16-bit mono PCM. A chunk with EndOfSentence set, and no
 // samples, marks the end of a sentence's audio: a vocoder sends one after
 // each sentence, and an aligner aligns each sentence as its mark arrives.
 type Audio struct {
-	SampleRate    int     `msgpack:"rate"`
-	Samples       []int16 `msgpack:"samples"`
-	EndOfSentence bool    `msgpack:"eos,omitempty"`
+	SampleRate    int
+	Samples       []int16
+	EndOfSentence bool
 }
 
 // Words are word timestamps.
 type Words struct {
-	Words []Word `msgpack:"words"`
+	Words []Word
 }
 
 // Word is one word's place in the audio. An aligner's entries are the
@@ -119,12 +119,12 @@ type Words struct {
 // "hundred", "dollars"). Entries without a span (a talker's own word
 // times) have Spoken nil and the span zero.
 type Word struct {
-	Word      string   `msgpack:"word" json:"word"`
-	CharStart int      `msgpack:"char_start" json:"char_start"`
-	CharEnd   int      `msgpack:"char_end" json:"char_end"`
-	StartMs   int      `msgpack:"start_ms" json:"start_ms"`
-	EndMs     int      `msgpack:"end_ms" json:"end_ms"`
-	Spoken    []string `msgpack:"spoken" json:"spoken,omitempty"`
+	Word      string   `json:"word"`
+	CharStart int      `json:"char_start"`
+	CharEnd   int      `json:"char_end"`
+	StartMs   int      `json:"start_ms"`
+	EndMs     int      `json:"end_ms"`
+	Spoken    []string `json:"spoken,omitempty"`
 }
 
 // SliceSource is a Source over a fixed list of chunks.

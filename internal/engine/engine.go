@@ -108,7 +108,7 @@ type Job struct {
 
 // Prompt is a request's original input.
 type Prompt struct {
-	Text string `msgpack:"text" json:"text"`
+	Text string `json:"text"`
 }
 
 // Source is a stream of input chunks.

@@ -11,8 +11,10 @@ import (
 )
 
 // Report is the outcome of a run. Its JSON form is what `omnistage bench
-// --json` prints; the keys are those of DESIGN.md, plus duration_s,
-// audio_seconds and the leak check's ok, error and bindings_by_stage.
+// --json` prints (README, Load and scaling): requests, ok, aborted,
+// errors, rps, audio_seconds_per_second, latency_ms, ttfa_ms, rtf and
+// leaks, plus duration_s, audio_seconds and the leak check's ok, error and
+// bindings_by_stage.
 type Report struct {
 	// Requests counts the requests sent: OK + Aborted + the sum of Errors.
 	Requests int `json:"requests"`

@@ -66,9 +66,6 @@ type Tracing struct {
 	sdk      *sdktrace.TracerProvider
 }
 
-// Enabled reports whether t traces anything. A nil *Tracing is off.
-func (t *Tracing) Enabled() bool { return t != nil && t.Provider != nil }
-
 // TracerProvider returns t's provider, or nil when tracing is off.
 func (t *Tracing) TracerProvider() trace.TracerProvider {
 	if t == nil {

@@ -61,6 +61,7 @@ type Engine struct {
 	stdin   io.WriteCloser
 	console *console
 	remote  *remote.Engine
+	url     string // where the worker listens: http://ADDR
 
 	wg      sync.WaitGroup
 	exited  chan struct{} // closed once the process has exited and its output is flushed
@@ -160,8 +161,9 @@ func New(cfg Config) (*Engine, error) {
 	addr, err := e.awaitAddress(announced)
 	if err == nil {
 		e.console.line([]byte("listening on " + addr))
+		e.url = "http://" + addr
 		e.remote, err = remote.New(remote.Config{
-			Stage: spec, Pipeline: cfg.Pipeline, Endpoint: "http://" + addr,
+			Stage: spec, Pipeline: cfg.Pipeline, Endpoint: e.url,
 			Client: &hop.Client{HTTP: hop.NewHTTPClient(), APIKey: apiKey, TracerProvider: cfg.TracerProvider},
 			Codec:  payload.NewCodec([]byte(hexKey)), Link: cfg.Link,
 		})
@@ -253,19 +255,6 @@ func (e *Engine) exitError() error {
 
 // Pid returns the worker's process id.
 func (e *Engine) Pid() int { return e.cmd.Process.Pid }
-
-// Endpoint returns the base URL the worker listens on.
-func (e *Engine) Endpoint() string { return e.remote.Endpoint() }
-
-// Exited returns a channel closed once the worker process has exited.
-func (e *Engine) Exited() <-chan struct{} { return e.exited }
-
-// ExitError returns, once Exited is closed, how the worker process ended:
-// nil for a clean exit, else the error of exec.Cmd.Wait.
-func (e *Engine) ExitError() error {
-	<-e.exited
-	return e.exitErr
-}
 
 // Warm waits until the worker has warmed its replica (its /ready answers)
 // or has exited.

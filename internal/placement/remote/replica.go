@@ -109,9 +109,6 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// Endpoint returns the stage server's base URL.
-func (e *Engine) Endpoint() string { return e.endpoint }
-
 // Close stops the health checks and closes the replica's idle
 // connections. The runtime calls it after the last Process has returned.
 func (e *Engine) Close() error {
