@@ -19,10 +19,11 @@ const (
 	KindTimestamps Kind = "timestamps"
 )
 
-// Kinds lists every valid kind.
+// Kinds lists the built-in kinds. A pipeline may declare kinds of its own
+// (pipeline.kinds), whose chunks are Data.
 var Kinds = []Kind{KindText, KindFrames, KindSegments, KindAudio, KindTimestamps}
 
-// Valid reports whether k is one of Kinds.
+// Valid reports whether k is one of the built-in Kinds.
 func (k Kind) Valid() bool {
 	for _, v := range Kinds {
 		if k == v {
@@ -40,6 +41,8 @@ type Chunk struct {
 	Segments *Segments
 	Audio    *Audio
 	Words    *Words
+	// Data is a chunk of a kind the pipeline declares.
+	Data *Data
 }
 
 // Kind returns the kind of the field that is set, or "" for an empty chunk.
@@ -55,6 +58,8 @@ func (c Chunk) Kind() Kind {
 		return KindAudio
 	case c.Words != nil:
 		return KindTimestamps
+	case c.Data != nil:
+		return c.Data.Kind
 	}
 	return ""
 }
@@ -105,6 +110,36 @@ type Audio struct {
 	SampleRate    int
 	Samples       []int16
 	EndOfSentence bool
+}
+
+// Data is a chunk of a kind the pipeline declares (its kinds section):
+// bytes and a small metadata map, which the runtime carries from stage to
+// stage unchanged and never reads.
+type Data struct {
+	Kind  Kind
+	Bytes []byte
+	Meta  map[string]string
+}
+
+// Limits of a Data chunk's metadata, wherever it travels.
+const (
+	MaxMetaEntries = 64
+	MaxMetaBytes   = 4096 // keys and values together
+)
+
+// CheckMeta refuses metadata past the limits.
+func CheckMeta(meta map[string]string) error {
+	if len(meta) > MaxMetaEntries {
+		return fmt.Errorf("%d metadata entries; the limit is %d", len(meta), MaxMetaEntries)
+	}
+	n := 0
+	for k, v := range meta {
+		n += len(k) + len(v)
+	}
+	if n > MaxMetaBytes {
+		return fmt.Errorf("%d bytes of metadata; the limit is %d", n, MaxMetaBytes)
+	}
+	return nil
 }
 
 // Words are word timestamps.

@@ -24,8 +24,8 @@ import (
 	"github.com/omnistage/omnistage/internal/keyfile"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
-	"github.com/omnistage/omnistage/internal/placement"
 	"github.com/omnistage/omnistage/internal/placement/remote"
+	"github.com/omnistage/omnistage/internal/subprocess"
 )
 
 // Config is one replica's configuration.
@@ -59,7 +59,7 @@ type Engine struct {
 	id      string // the replica's id, "vocoder/0"
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
-	console *console
+	console *subprocess.Console
 	remote  *remote.Engine
 	url     string // where the worker listens: http://ADDR
 
@@ -69,7 +69,7 @@ type Engine struct {
 	alive   context.Context
 	died    context.CancelFunc
 
-	placement.Loss
+	engine.Loss
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -128,24 +128,24 @@ func New(cfg Config) (*Engine, error) {
 	e.cmd = exec.Command(cfg.Executable, "serve", "--worker", "--stage", strconv.Itoa(spec.StageID), "--config", cfg.Pipeline.Source, "--addr", "127.0.0.1:0")
 	// A later entry wins over one inherited with the same name.
 	e.cmd.Env = append(os.Environ(), keyfile.PayloadKeyEnv+"="+hexKey, APIKeyEnv+"="+apiKey)
-	e.cmd.SysProcAttr = sysProcAttr()
+	e.cmd.SysProcAttr = subprocess.SysProcAttr()
 	// A grandchild holding the worker's stdout or stderr must not keep
 	// Wait from reporting the worker's exit.
 	e.cmd.WaitDelay = time.Second
-	e.console = &console{w: cfg.Stderr, prefix: "worker " + e.id + ": "}
+	e.console = subprocess.NewConsole(cfg.Stderr, "worker "+e.id+": ")
 	// The worker announces its address on stdout. Other output there
 	// (a C library's printf) goes with its stderr.
 	announced := make(chan string, 1)
 	waiting := true // only the goroutine copying stdout uses it
-	stdout := &lineWriter{onLine: func(b []byte) {
+	stdout := &subprocess.LineWriter{OnLine: func(b []byte) {
 		if waiting && bytes.HasPrefix(b, []byte(announcePrefix)) {
 			waiting = false
 			announced <- string(b)
 			return
 		}
-		e.console.line(b)
+		e.console.Line(b)
 	}}
-	stderr := &lineWriter{onLine: func(b []byte) { e.console.line(b) }}
+	stderr := &subprocess.LineWriter{OnLine: func(b []byte) { e.console.Line(b) }}
 	e.cmd.Stdout, e.cmd.Stderr = stdout, stderr
 	var err error
 	if e.stdin, err = e.cmd.StdinPipe(); err != nil {
@@ -154,13 +154,13 @@ func New(cfg Config) (*Engine, error) {
 	if err := e.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("worker: start %s: %w", cfg.Executable, err)
 	}
-	e.console.setPrefix(fmt.Sprintf("worker %s (pid %d): ", e.id, e.Pid()))
+	e.console.SetPrefix(fmt.Sprintf("worker %s (pid %d): ", e.id, e.Pid()))
 	e.wg.Add(1)
 	go e.wait(stdout, stderr)
 
 	addr, err := e.awaitAddress(announced)
 	if err == nil {
-		e.console.line([]byte("listening on " + addr))
+		e.console.Line([]byte("listening on " + addr))
 		e.url = "http://" + addr
 		e.remote, err = remote.New(remote.Config{
 			Stage: spec, Pipeline: cfg.Pipeline, Endpoint: e.url,
@@ -193,23 +193,23 @@ func (e *Engine) awaitAddress(announced <-chan string) (string, error) {
 		}
 		return addr, nil
 	case <-e.exited:
-		return "", fmt.Errorf("process %d exited while starting (%s)%s", e.Pid(), e.state(), e.console.last())
+		return "", fmt.Errorf("process %d exited while starting (%s)%s", e.Pid(), e.state(), e.console.Last())
 	case <-t.C:
-		return "", fmt.Errorf("process %d did not listen within %s%s", e.Pid(), e.cfg.Worker.StartTimeout, e.console.last())
+		return "", fmt.Errorf("process %d did not listen within %s%s", e.Pid(), e.cfg.Worker.StartTimeout, e.console.Last())
 	}
 }
 
 // wait reaps the worker process.
-func (e *Engine) wait(stdout, stderr *lineWriter) {
+func (e *Engine) wait(stdout, stderr *subprocess.LineWriter) {
 	defer e.wg.Done()
 	e.exitErr = e.cmd.Wait()
 	// Wait has waited for the goroutines copying the output.
-	stdout.flush()
-	stderr.flush()
+	stdout.Flush()
+	stderr.Flush()
 	select {
 	case <-e.closing:
 	default:
-		e.console.line([]byte("exited unexpectedly (" + e.state() + ")"))
+		e.console.Line([]byte("exited unexpectedly (" + e.state() + ")"))
 	}
 	close(e.exited)
 	e.died()
@@ -266,7 +266,7 @@ func (e *Engine) Warm(ctx context.Context) error {
 	err := e.remote.Warm(wctx)
 	select {
 	case <-e.exited:
-		return fmt.Errorf("worker: process %d exited while warming up (%s)%s", e.Pid(), e.state(), e.console.last())
+		return fmt.Errorf("worker: process %d exited while warming up (%s)%s", e.Pid(), e.state(), e.console.Last())
 	default:
 	}
 	return err

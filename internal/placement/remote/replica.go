@@ -14,7 +14,6 @@ import (
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
-	"github.com/omnistage/omnistage/internal/placement"
 )
 
 // Config is one replica's configuration.
@@ -52,7 +51,7 @@ type Engine struct {
 	watch  sync.Once
 	wg     sync.WaitGroup
 
-	placement.Loss
+	engine.Loss
 }
 
 var (

@@ -1,18 +1,14 @@
-// Package placement holds what the placements that run a stage's
-// replicas outside this process share: package remote (each replica a
-// stage server, reached over POST /v1/run) and package process (each
-// replica a worker process that this process starts). Neither is an
-// engine of its own: each runs a stage's engine elsewhere and implements
-// engine.Engine as a proxy to it.
-package placement
+package engine
+
+// Loss, the signal of a replica that can be lost for good.
 
 import "sync"
 
 // Loss is the signal of a replica that can be lost for good (a worker
-// process that exits, a stage server that stops answering): it
-// implements engine.Watcher and engine.LostReasoner for the engine that
-// embeds it. The first Mark wins; the zero value is not lost yet and
-// ready to use.
+// process that exits, a stage server that stops answering, a stage
+// program that dies): it implements Watcher and LostReasoner for the
+// engine that embeds it. The first Mark wins; the zero value is not lost
+// yet and ready to use.
 type Loss struct {
 	once sync.Once // makes ch
 	ch   chan struct{}
@@ -31,13 +27,13 @@ func (l *Loss) Mark(cause error) {
 	})
 }
 
-// Lost implements engine.Watcher: it is closed once the replica is lost.
+// Lost implements Watcher: it is closed once the replica is lost.
 func (l *Loss) Lost() <-chan struct{} {
 	l.init()
 	return l.ch
 }
 
-// LostErr implements engine.LostReasoner: the cause the replica was lost
+// LostErr implements LostReasoner: the cause the replica was lost
 // with. It waits for the loss.
 func (l *Loss) LostErr() error {
 	<-l.Lost()

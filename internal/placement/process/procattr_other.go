@@ -1,7 +1,0 @@
-//go:build !unix
-
-package process
-
-import "syscall"
-
-func sysProcAttr() *syscall.SysProcAttr { return nil }
