@@ -41,6 +41,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Engine is one running replica of a stage.
@@ -76,6 +77,13 @@ type Watcher interface {
 // is closed.
 type LostReasoner interface {
 	LostErr() error
+}
+
+// Voicer is implemented by talker engines whose voices are known only once
+// a replica runs (a stage program names them when it starts); the runtime
+// lists them where it would list Driver.Voices.
+type Voicer interface {
+	Voices() []Voice
 }
 
 // ParamsChecker is implemented by engines that can reject a request's
@@ -284,6 +292,11 @@ type Spec struct {
 	Options Options
 	// Replica is the replica's index in its pool.
 	Replica int
+	// Timeout and WarmTimeout are the stage's timeout and warm_timeout
+	// (zero when not set), for engines that run a program of their own:
+	// the longest a job may go without output, and the longest the
+	// program may take to be ready.
+	Timeout, WarmTimeout time.Duration
 }
 
 // Driver builds replicas of one engine.

@@ -30,8 +30,11 @@ type Config struct {
 
 // Pipeline declares the stages and how requests flow between them.
 type Pipeline struct {
-	Name   string
-	Input  engine.Kind
+	Name  string
+	Input engine.Kind
+	// Kinds are the kinds the pipeline declares beyond the built-in ones
+	// (kinds): opaque to the runtime, carried as engine.Data.
+	Kinds  []engine.Kind
 	Stages []Stage
 	// Transitions are the explicit [from, to] edges; nil when omitted.
 	Transitions [][2]int
@@ -194,7 +197,7 @@ func (c *Config) CheckServable(id int) error {
 // id (the aligner included).
 func (c *Config) StageSpec(id, replica int) (engineName string, spec engine.Spec) {
 	d := c.Deploy.Stages[id]
-	spec = engine.Spec{StageID: id, Options: d.Options, Replica: replica}
+	spec = engine.Spec{StageID: id, Options: d.Options, Replica: replica, Timeout: d.Link.Timeout, WarmTimeout: d.Link.WarmTimeout}
 	if id < len(c.Pipeline.Stages) {
 		s := c.Pipeline.Stages[id]
 		spec.Name, spec.Input, spec.Output = s.Name, s.Input, s.Output

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"fmt"
 	"math"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +19,9 @@ import (
 // naming the field path and line. It never stops at the first error.
 type decoder struct {
 	errs *errList
+	// kindLines are the lines of the kinds the file names, by field path:
+	// they are checked once the file's own kinds (pipeline.kinds) are known.
+	kindLines map[string]int
 }
 
 // noID marks an id that is missing or could not be decoded; the decoder has
@@ -120,21 +125,71 @@ func (d *decoder) kind(dst *engine.Kind) func(*yaml.Node, string) {
 		if s == "" {
 			return
 		}
-		if !engine.Kind(s).Valid() {
-			d.errs.add(n.Line, path, "unknown kind %q (kinds: %s)", s, kindList())
-			return
-		}
 		*dst = engine.Kind(s)
+		if d.kindLines == nil {
+			d.kindLines = map[string]int{}
+		}
+		d.kindLines[path] = n.Line
 	}
 }
 
-func kindList() string {
-	names := make([]string, len(engine.Kinds))
-	for i, k := range engine.Kinds {
-		names[i] = string(k)
+// checkKinds refuses the kinds p names that are neither built in nor
+// declared (p.Kinds), leaving their fields empty.
+func (d *decoder) checkKinds(p *Pipeline) {
+	check := func(path string, k *engine.Kind) {
+		if *k != "" && !k.Valid() && !slices.Contains(p.Kinds, *k) {
+			d.errs.add(d.kindLines[path], path, "unknown kind %q (kinds: %s)", *k, kindList(p.Kinds))
+			*k = ""
+		}
+	}
+	check("pipeline.input", &p.Input)
+	for i := range p.Stages {
+		path := index("pipeline.stages", i)
+		check(path+".input", &p.Stages[i].Input)
+		check(path+".output", &p.Stages[i].Output)
+	}
+}
+
+// kindList names the built-in kinds and the declared ones.
+func kindList(declared []engine.Kind) string {
+	var names []string
+	for _, k := range slices.Concat(engine.Kinds, declared) {
+		names = append(names, string(k))
 	}
 	return strings.Join(names, ", ")
 }
+
+// declaredKinds decodes pipeline.kinds: a mapping of kind names to their
+// (empty) descriptions.
+func (d *decoder) declaredKinds(n *yaml.Node, path string, kinds *[]engine.Kind) {
+	*kinds = []engine.Kind{}
+	if n.Kind != yaml.MappingNode {
+		d.errs.add(n.Line, path, "must be a mapping of kind names to {}, got %s", describe(n))
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		var name string
+		d.str(&name)(k, path)
+		kpath := join(path, k.Value)
+		switch {
+		case name == "":
+		case engine.Kind(name).Valid():
+			d.errs.add(k.Line, kpath, "%s is a built-in kind: declare only kinds of your own", name)
+		case !kindNameRE.MatchString(name):
+			d.errs.add(k.Line, kpath, "%q must be lower-case letters, digits, '.', '_' or '-', starting with a letter", name)
+		case slices.Contains(*kinds, engine.Kind(name)):
+			d.errs.add(k.Line, kpath, "duplicate kind")
+		default:
+			*kinds = append(*kinds, engine.Kind(name))
+		}
+		if !(v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null") {
+			d.mapping(v, kpath) // no fields yet: {} or nothing
+		}
+	}
+}
+
+var kindNameRE = regexp.MustCompile(`^[a-z][a-z0-9._-]*$`)
 
 // integer decodes an integer id or count; booleans and floats are refused.
 func (d *decoder) integer(n *yaml.Node, path string) (int, bool) {
@@ -241,6 +296,7 @@ func (d *decoder) pipeline(n *yaml.Node, path string, p *Pipeline) {
 	d.mapping(n, path,
 		field{"name", d.str(&p.Name)},
 		field{"input", d.kind(&p.Input)},
+		field{"kinds", func(n *yaml.Node, path string) { d.declaredKinds(n, path, &p.Kinds) }},
 		field{"stages", func(n *yaml.Node, path string) {
 			p.Stages = []Stage{} // present, even if empty
 			d.sequence(n, path, func(n *yaml.Node, path string) {

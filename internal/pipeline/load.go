@@ -26,6 +26,11 @@ import (
 // real engine. It is the one engine name that need not be registered.
 const EngineRemote = "remote"
 
+// EngineExternal is the engine name of a stage whose replicas are programs
+// speaking the stage protocol: its deploy entry may bound them with
+// timeout and warm_timeout whatever its placement.
+const EngineExternal = "external"
+
 // DefaultBuiltin is the pipeline served when no configuration is given.
 const DefaultBuiltin = "tts"
 
@@ -94,7 +99,9 @@ func Parse(data []byte, source string) (*Config, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		errs.add(extra.Line, "", "only one YAML document is allowed")
 	}
-	(&decoder{errs: errs}).config(&doc, c)
+	d := &decoder{errs: errs}
+	d.config(&doc, c)
+	d.checkKinds(&c.Pipeline)
 	if len(errs.errs) == 0 || c.Pipeline.Stages != nil {
 		validate(c, errs)
 	}
@@ -129,7 +136,7 @@ func validate(c *Config, errs *errList) {
 		errs.add(0, "pipeline.name", "%q must be letters, digits, '.', '_' or '-'", p.Name)
 	}
 	if p.Input == "" {
-		errs.add(0, "pipeline.input", "missing: the kind of input a request carries (%s)", kindList())
+		errs.add(0, "pipeline.input", "missing: the kind of input a request carries (%s)", kindList(p.Kinds))
 	}
 	if len(p.Stages) == 0 {
 		errs.add(0, "pipeline.stages", "missing: a pipeline needs at least one stage")
@@ -156,10 +163,10 @@ func validate(c *Config, errs *errList) {
 		}
 		checkEngine(errs, s.line, path+".engine", s.Engine)
 		if s.Input == "" {
-			errs.add(s.line, path+".input", "missing: the kind this stage takes (%s)", kindList())
+			errs.add(s.line, path+".input", "missing: the kind this stage takes (%s)", kindList(p.Kinds))
 		}
 		if s.Output == "" {
-			errs.add(s.line, path+".output", "missing: the kind this stage produces (%s)", kindList())
+			errs.add(s.line, path+".output", "missing: the kind this stage produces (%s)", kindList(p.Kinds))
 		}
 	}
 	if a := p.Aligner; a != nil {
@@ -322,18 +329,18 @@ func validateDeployStage(s *DeployStage, path, engineName string, errs *errList)
 	case s.MaxInflight < 0:
 		errs.add(s.line, path+".max_inflight", "must be at least 1, got %d", s.MaxInflight)
 	}
-	validatePlacementKeys(s, path, errs)
+	validatePlacementKeys(s, path, engineName, errs)
 }
 
 // The deploy keys that only some placements take.
 var (
-	hopKeys    = []string{"timeout", "warm_timeout", "health_interval", "health_failures", "api_key_file", "resolve_interval"}
+	hopKeys    = []string{"timeout", "warm_timeout", "health_interval", "health_failures", "api_key_file", "resolve_interval"} // the first two also for engine external
 	workerKeys = []string{"start_timeout", "stop_timeout"}
 )
 
 // validatePlacementKeys refuses the keys of another placement and fills in
 // the defaults of the stage's own.
-func validatePlacementKeys(s *DeployStage, path string, errs *errList) {
+func validatePlacementKeys(s *DeployStage, path, engineName string, errs *errList) {
 	refuse := func(keys []string, why string) {
 		for _, k := range keys {
 			if s.seen[k] {
@@ -343,7 +350,14 @@ func validatePlacementKeys(s *DeployStage, path string, errs *errList) {
 	}
 	switch s.Placement {
 	case PlacementInproc:
-		refuse(hopKeys, "only for placement process or remote, whose replicas run outside this process")
+		keys := hopKeys
+		if engineName == EngineExternal {
+			// They bound the stage's programs, which run outside this
+			// process whatever its placement.
+			keys = hopKeys[2:]
+			defaultTo(&s.Link.WarmTimeout, DefaultWarmTimeout)
+		}
+		refuse(keys, "only for placement process or remote, whose replicas run outside this process")
 		refuse(workerKeys, "only for placement process")
 		return
 	case PlacementProcess:
@@ -390,7 +404,8 @@ func (c *Config) Digest() [32]byte {
 		Stages  []stage
 		Chain   []int
 		Aligner string
-	}{Name: c.Pipeline.Name, Input: c.Pipeline.Input}
+		Kinds   []engine.Kind `json:",omitempty"`
+	}{Name: c.Pipeline.Name, Input: c.Pipeline.Input, Kinds: c.Pipeline.Kinds}
 	for _, s := range c.Pipeline.Stages {
 		v.Stages = append(v.Stages, stage{s.ID, s.Name, s.Engine, string(s.Input), string(s.Output), s.FinalOutput})
 	}

@@ -137,7 +137,7 @@ func TestBadConfigs(t *testing.T) {
 
 // knownEngines stands in for a program's engine registry: the built-in
 // engines and the test engines the testdata names.
-var knownEngines = []string{"audio-enhance", "flite-talker", "flite-vocoder", "sphinx-aligner", "test-*"}
+var knownEngines = []string{"audio-enhance", "external", "flite-talker", "flite-vocoder", "sphinx-aligner", "test-*"}
 
 func knownEngine(name string) bool {
 	return slices.Contains(knownEngines, name) || strings.HasPrefix(name, "test-")
