@@ -16,6 +16,7 @@ import (
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/audio/encode"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/flite/talker"
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
@@ -31,13 +32,6 @@ const (
 	streamWhole = ""
 	streamAudio = "audio"
 	streamSSE   = "sse"
-)
-
-// MinSpeed and MaxSpeed bound the speed of POST /v1/audio/speech, as
-// OpenAI does.
-const (
-	MinSpeed = 0.25
-	MaxSpeed = 4.0
 )
 
 // MaxTimestampsHeader is the longest X-Word-Timestamps response header
@@ -71,12 +65,6 @@ type speechPlan struct {
 	req        orchestrator.Request
 }
 
-// talkerParams are the sampling params of the talker stage (stage 0).
-type talkerParams struct {
-	Voice string   `json:"voice,omitempty"`
-	Speed *float64 `json:"speed,omitempty"`
-}
-
 func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*speechPlan, error) {
 	switch {
 	case req.Model == "":
@@ -103,7 +91,7 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 	default:
 		return nil, httperr.BadRequest("unknown stream_format %q: use audio (chunked audio) or sse (server-sent events)", f)
 	}
-	var tp talkerParams
+	var tp talker.Params
 	if req.Voice.ID != "" {
 		v, err := s.voices.resolve(req.Voice.ID)
 		if err != nil {
@@ -112,8 +100,8 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 		tp.Voice = v
 	}
 	if req.Speed != nil {
-		if !(*req.Speed >= MinSpeed && *req.Speed <= MaxSpeed) {
-			return nil, httperr.BadRequest("speed %g is outside %g..%g", *req.Speed, MinSpeed, MaxSpeed)
+		if !talker.SpeedOK(*req.Speed) {
+			return nil, httperr.BadRequest("speed %g is outside %g..%g", *req.Speed, talker.MinSpeed, talker.MaxSpeed)
 		}
 		tp.Speed = req.Speed
 	}
@@ -135,10 +123,8 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 	if p.timestamps {
 		p.req.Modalities = append(p.req.Modalities, string(engine.KindTimestamps))
 	}
-	if tp != (talkerParams{}) {
-		raw, _ := json.Marshal(tp)
-		p.req.Params = make([]json.RawMessage, s.cfg.Route.NumIDs())
-		p.req.Params[0] = raw
+	if p.req.Params, err = tp.SamplingParams(s.cfg.Route.NumIDs()); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
