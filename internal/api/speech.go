@@ -1,5 +1,8 @@
 package api
 
+// POST /v1/audio/speech: the request and its checks, and the answer with
+// the whole file (speechstream.go streams it).
+
 import (
 	"bytes"
 	"encoding/json"
@@ -41,9 +44,6 @@ const (
 // for one, refuses HTTP trailers longer than 4 KiB and fails the body).
 // stream_format "sse" and POST /v1/generate carry timestamps of any length.
 const MaxTimestampsHeader = 4 << 10
-
-// maxStreamError bounds the X-Stream-Error trailer.
-const maxStreamError = 1 << 10
 
 // Headers of POST /v1/audio/speech.
 const (
@@ -282,177 +282,4 @@ func headerJSON(words []engine.Word) string {
 		}
 	}
 	return sb.String()
-}
-
-// speechStream sends the audio as it comes: chunked audio (a WAV header
-// of unknown length first, for wav) or server-sent events. The headers
-// wait for the first audio chunk, whose sample rate they state, so a
-// request that fails before any audio gets a plain error status. A failure
-// after that is logged and ends the stream: with an error event for SSE,
-// with the X-Stream-Error trailer for chunked audio (a chunked body that
-// ends cleanly is otherwise indistinguishable from a complete one).
-func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orchestrator.Stream, p *speechPlan) {
-	ctx := r.Context()
-	h := w.Header()
-	body := s.newBodyWriter(w)
-	defer body.Done()
-	sse := p.stream == streamSSE
-	ev := &eventWriter{body: body, sse: true}
-	var (
-		started   bool
-		rate      int
-		samples   int
-		words     []engine.Word // timestamps not sent yet
-		sentWords bool          // a timestamps event was sent
-		buf       []byte
-		enc       encode.Encoder // for an encoded format: writes to encoded
-		encoded   bytes.Buffer
-	)
-	defer func() {
-		if enc != nil {
-			_ = enc.Close() // after a failure: frees the encoder
-		}
-	}()
-	// send sends what is in buf (PCM or WAV bytes) or, for an encoded
-	// format, what the encoder has written: a chunk or an SSE delta.
-	send := func() error {
-		out := buf
-		if encodes(p.format) {
-			out = encoded.Bytes()
-		}
-		if len(out) == 0 {
-			return nil
-		}
-		var err error
-		if sse {
-			err = ev.send(apijson.SpeechEvent{Type: apijson.SpeechDelta, Audio: out})
-		} else {
-			err = body.Send(out)
-		}
-		buf = buf[:0]
-		encoded.Reset()
-		return err
-	}
-	fail := func(err error) {
-		if !started {
-			s.fail(w, r, err)
-			return
-		}
-		s.streamFailed(r, err)
-		_, typ, code := httperr.Classify(err)
-		if sse {
-			_ = ev.send(apijson.SpeechEvent{Type: apijson.SpeechError, Error: &apijson.ErrorDetail{Message: err.Error(), Type: typ, Code: code}})
-		} else {
-			msg := code + ": " + err.Error()
-			if len(msg) > maxStreamError {
-				msg = msg[:maxStreamError]
-			}
-			h.Set(headerStreamError, msg)
-		}
-	}
-	for {
-		o, err := st.Recv(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			fail(err)
-			return
-		}
-		c := o.Chunk
-		if c.Words != nil {
-			// A sentence's timestamps (an aligner that streams sends one
-			// chunk per sentence): on SSE, an event as soon as they come.
-			if !sse || !started {
-				words = append(words, c.Words.Words...)
-				continue
-			}
-			if err := ev.send(apijson.SpeechEvent{Type: apijson.SpeechTimestamps, Words: c.Words.Words}); err != nil {
-				s.streamFailed(r, err)
-				return
-			}
-			sentWords = true
-			continue
-		}
-		if c.Audio == nil {
-			continue
-		}
-		if !started {
-			rate = c.Audio.SampleRate
-			h.Set(headerSampleRate, strconv.Itoa(rate))
-			if sse {
-				h.Set("Content-Type", "text/event-stream")
-				h.Set("Cache-Control", "no-cache")
-				h.Set("X-Accel-Buffering", "no")
-			} else {
-				h.Set("Content-Type", contentType(p.format))
-				h.Set("Trailer", headerStreamError)
-			}
-			if encodes(p.format) {
-				if enc, err = encode.New(p.format, &encoded, rate, encode.Options{}); err != nil {
-					fail(fmt.Errorf("encoding %s: %w", p.format, err))
-					return
-				}
-			}
-			w.WriteHeader(http.StatusOK)
-			started = true
-			if !sse && p.format == formatWAV {
-				buf = audio.AppendWAVHeader(buf, rate, audio.UnknownSize)
-			}
-		} else if c.Audio.SampleRate != rate {
-			fail(fmt.Errorf("audio chunks change sample rate from %d to %d Hz", rate, c.Audio.SampleRate))
-			return
-		}
-		samples += len(c.Audio.Samples)
-		if enc != nil {
-			if err := enc.Write(c.Audio.Samples); err != nil {
-				fail(fmt.Errorf("encoding %s: %w", p.format, err))
-				return
-			}
-		} else {
-			buf = audio.AppendPCMBytes(buf, c.Audio.Samples)
-		}
-		if err := send(); err != nil {
-			s.streamFailed(r, err)
-			return
-		}
-	}
-	if !started {
-		fail(errNoAudio)
-		return
-	}
-	if enc != nil {
-		err := enc.Close()
-		enc = nil
-		if err != nil {
-			fail(fmt.Errorf("encoding %s: %w", p.format, err))
-			return
-		}
-		if err := send(); err != nil {
-			s.streamFailed(r, err)
-			return
-		}
-	}
-	if !sse {
-		return
-	}
-	if p.timestamps && (!sentWords || len(words) > 0) {
-		if words == nil {
-			words = []engine.Word{}
-		}
-		if err := ev.send(apijson.SpeechEvent{Type: apijson.SpeechTimestamps, Words: words}); err != nil {
-			s.streamFailed(r, err)
-			return
-		}
-	}
-	if err := ev.send(apijson.SpeechEvent{Type: apijson.SpeechStages, Stages: st.Timings()}); err != nil {
-		s.streamFailed(r, err)
-		return
-	}
-	err := ev.send(apijson.SpeechEvent{Type: apijson.SpeechDone, Usage: &apijson.SpeechUsage{
-		InputTokens: p.chars, TotalTokens: p.chars, AudioDurationMs: apijson.DurationMs(samples, rate),
-	}})
-	if err != nil {
-		s.streamFailed(r, err)
-	}
 }
