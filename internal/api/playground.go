@@ -1,5 +1,8 @@
 package api
 
+// The playground's routes: the page and its assets, and GET /v1/pipeline,
+// which the page draws.
+
 import (
 	"bytes"
 	"crypto/sha256"
@@ -12,7 +15,6 @@ import (
 	"github.com/omnistage/omnistage/internal/api/playground"
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/httpbody"
-	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 // The route labels of the playground's endpoints.
@@ -98,30 +100,5 @@ func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request, name string)
 
 // pipelineInfo answers GET /v1/pipeline.
 func (s *Server) pipelineInfo(w http.ResponseWriter, r *http.Request) {
-	httpbody.WriteJSON(w, http.StatusOK, describePipeline(s.cfg))
-}
-
-// describePipeline returns what GET /v1/pipeline tells of cfg: the route,
-// every declared stage with its engine and placement, the aligner, and the
-// outputs a request may select.
-func describePipeline(cfg *pipeline.Config) apijson.PipelineInfo {
-	r := cfg.Route
-	info := apijson.PipelineInfo{Name: cfg.Pipeline.Name, Route: r.Order(), Stages: []apijson.PipelineStage{}, Outputs: []string{}}
-	for id := range cfg.Pipeline.NumStages() {
-		eng, spec := cfg.StageSpec(id, 0)
-		info.Stages = append(info.Stages, apijson.PipelineStage{
-			ID: id, Name: cfg.StageName(id), Engine: eng, Placement: string(cfg.Deploy.Stages[id].Placement),
-			Input: string(spec.Input), Output: string(spec.Output), Skipped: !r.OnRoute(id),
-		})
-	}
-	if id, ok := r.Aligner(); ok {
-		eng, _ := cfg.StageSpec(id, 0)
-		info.Aligner = &apijson.PipelineAligner{ID: id, Name: cfg.StageName(id), Engine: eng, Placement: string(cfg.Deploy.Stages[id].Placement)}
-	}
-	for _, k := range pipeline.Selectable {
-		if _, err := r.Select([]string{string(k)}); err == nil {
-			info.Outputs = append(info.Outputs, string(k))
-		}
-	}
-	return info
+	httpbody.WriteJSON(w, http.StatusOK, apijson.DescribePipeline(s.cfg))
 }
