@@ -30,14 +30,16 @@ const playgroundPrefix = "/playground/"
 // API calls come from the server that served it, and nothing else loads.
 const playgroundCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// playgroundRoutes registers the playground of a full server: the page at
-// / and its assets, served without the API key (they are static; every
-// API call the page makes sends the key the user typed), and GET
-// /v1/pipeline, which the page draws.
-func (s *Server) playgroundRoutes(handle func(path string, rt route)) {
-	handle("/{$}", route{name: routePlayground, open: true, methods: methods{http.MethodGet: s.page}})
-	handle(playgroundPrefix+"{file}", route{name: routePlayground, open: true, methods: methods{http.MethodGet: s.pageAsset}})
-	handle("/v1/pipeline", route{name: routePipeline, methods: methods{http.MethodGet: s.pipelineInfo}})
+// playgroundEndpoints are the playground's rows of a full server's endpoint
+// table: the page at / and its assets, served without the API key (they
+// are static; every API call the page makes sends the key the user typed),
+// and GET /v1/pipeline, which the page draws.
+func (s *Server) playgroundEndpoints() []endpoint {
+	return []endpoint{
+		{"/v1/pipeline", route{name: routePipeline, methods: methods{http.MethodGet: s.pipelineInfo}}},
+		{"/{$}", route{name: routePlayground, open: true, methods: methods{http.MethodGet: s.page}}},
+		{playgroundPrefix + "{file}", route{name: routePlayground, open: true, methods: methods{http.MethodGet: s.pageAsset}}},
+	}
 }
 
 // page answers GET / with the playground.
