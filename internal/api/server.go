@@ -51,10 +51,12 @@ type Options struct {
 	// codec with the default size limit.
 	Codec *payload.Codec
 	// Stage, when set, makes a headless stage server: only stage *Stage's
-	// /v1/run (plus /health, /ready, /metrics, /v1/models) is served.
+	// /v1/run (plus /v1/requests/{id} for its hops, /health, /ready,
+	// /metrics, /v1/models) is served.
 	Stage *int
 	// APIKey, when not empty, must be sent as "Authorization: Bearer KEY"
-	// to every endpoint except /health and /ready.
+	// to every endpoint except /health, /ready and the playground's page
+	// and files.
 	APIKey string
 	// CORSOrigins are the web origins ("https://app.example.com", or "*"
 	// for any) whose pages may call the API from a browser; none: no CORS
