@@ -88,7 +88,7 @@ func TestCompose(t *testing.T) {
 		t.Fatalf("compose.yaml has %d services without --stage; want one front end", len(front))
 	}
 	fe := front[0]
-	for _, st := range want.Stages {
+	for _, st := range want.stages() {
 		s, ok := byStage[st.ID]
 		if !ok {
 			t.Errorf("no service runs stage %d (%s) with --stage %d", st.ID, st.Name, st.ID)
@@ -98,8 +98,8 @@ func TestCompose(t *testing.T) {
 			t.Errorf("service %s serves stage %d, whose name is %s: name the service after its stage", s.Name, st.ID, st.Name)
 		}
 	}
-	if len(byStage) != len(want.Stages) {
-		t.Errorf("compose.yaml has %d stage services; the built-in tts pipeline has %d stages", len(byStage), len(want.Stages))
+	if len(byStage) != len(want.stages()) {
+		t.Errorf("compose.yaml has %d stage services; the built-in tts pipeline has %d stages", len(byStage), len(want.stages()))
 	}
 
 	for _, name := range []string{"payload-key", "api-key"} {
@@ -211,8 +211,8 @@ func checkComposeFrontendConfig(t *testing.T, p *types.Project, fe types.Service
 		t.Fatal(err)
 	}
 	got := route(t, file)
-	if !reflect.DeepEqual(got.Stages, want.Stages) || !slices.Equal(got.Route, want.Route) {
-		t.Errorf("%s runs route %v with stages %+v; the stage servers run builtin:tts, route %v with stages %+v", file, got.Route, got.Stages, want.Route, want.Stages)
+	if !reflect.DeepEqual(got.stages(), want.stages()) || !slices.Equal(got.Route, want.Route) {
+		t.Errorf("%s runs route %v with stages %+v; the stage servers run builtin:tts, route %v with stages %+v", file, got.Route, got.stages(), want.Route, want.stages())
 	}
 	cfg := parseConfig(t, file, string(text))
 	if !reflect.DeepEqual(cfg.Pipeline, builtinPipeline(t, "tts")) {

@@ -69,13 +69,13 @@ func omnistage(t *testing.T) string {
 	return binary
 }
 
-// routeJSON is what `omnistage route --json` prints.
+// routeJSON is the part of what `omnistage route --json` prints (the
+// object GET /v1/pipeline answers) that these tests look into.
 type routeJSON struct {
-	Pipeline string  `json:"pipeline"`
-	Route    []int   `json:"route"`
-	Skipped  []int   `json:"skipped"`
-	Aligner  *int    `json:"aligner"`
-	Stages   []stage `json:"stages"`
+	Name    string  `json:"name"`
+	Route   []int   `json:"route"`
+	Stages  []stage `json:"stages"` // the declared stages
+	Aligner *stage  `json:"aligner"`
 }
 
 // stage is one stage of routeJSON.
@@ -85,12 +85,22 @@ type stage struct {
 	Engine string `json:"engine"`
 }
 
+// stages returns every stage id's stage: the declared ones, then the
+// aligner.
+func (r routeJSON) stages() []stage {
+	all := append([]stage(nil), r.Stages...)
+	if r.Aligner != nil {
+		all = append(all, *r.Aligner)
+	}
+	return all
+}
+
 // onRoute returns the ids of the stages a stage server is needed for: the
 // route's and the aligner.
 func (r routeJSON) onRoute() []int {
 	ids := append([]int(nil), r.Route...)
 	if r.Aligner != nil {
-		ids = append(ids, *r.Aligner)
+		ids = append(ids, r.Aligner.ID)
 	}
 	return ids
 }

@@ -1,5 +1,8 @@
 package api
 
+// Request and response bodies: strict JSON decoding under the body read
+// deadline, and the writer of response bodies.
+
 import (
 	"errors"
 	"net/http"

@@ -1,5 +1,7 @@
 package api
 
+// POST /v1/audio/captions: the captions of a speech request's speech.
+
 import (
 	"bytes"
 	"net/http"

@@ -1,5 +1,9 @@
 package api
 
+// The connections Run serves: net/http's own refusals (headers too large,
+// malformed, late) answered in the JSON error shape, and the buffered
+// response writer that renders such answers.
+
 import (
 	"bytes"
 	"context"
@@ -212,16 +216,16 @@ func netHTTPAnswer(p []byte) *httperr.Error {
 	}
 	switch status {
 	case http.StatusRequestHeaderFieldsTooLarge:
-		return httperr.Errorf(status, httperr.CodeHeadersTooLarge,
+		return httperr.Errorf(http.StatusRequestHeaderFieldsTooLarge, httperr.CodeHeadersTooLarge,
 			"the request line and headers are larger than this server's limit of %d bytes", MaxHeaderBytes)
 	case http.StatusExpectationFailed:
-		return httperr.Errorf(status, httperr.CodeExpectationFailed,
+		return httperr.Errorf(http.StatusExpectationFailed, httperr.CodeExpectationFailed,
 			"the Expect header can only be 100-continue: send the request without it")
 	case http.StatusNotImplemented:
-		return httperr.Errorf(status, httperr.CodeUnsupportedEncoding,
+		return httperr.Errorf(http.StatusNotImplemented, httperr.CodeUnsupportedEncoding,
 			"unsupported Transfer-Encoding: send the body with a Content-Length, or chunked")
 	case http.StatusHTTPVersionNotSupported:
-		return httperr.Errorf(status, httperr.CodeUnsupportedVersion,
+		return httperr.Errorf(http.StatusHTTPVersionNotSupported, httperr.CodeUnsupportedVersion,
 			"unsupported HTTP version: send HTTP/1.1, or HTTP/2 with prior knowledge")
 	}
 	msg := "malformed HTTP request: the request line or a header could not be parsed"

@@ -1,5 +1,7 @@
 package api
 
+// CORS: the headers that let the configured origins' pages call the API.
+
 import (
 	"net/http"
 	"time"

@@ -1,12 +1,11 @@
 package api
 
+// POST /v1/generate: the native endpoint, whole or streamed.
+
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 
 	"github.com/omnistage/omnistage/internal/apijson"
@@ -66,39 +65,9 @@ func (s *Server) generateWhole(w http.ResponseWriter, r *http.Request, st *orche
 	httpbody.WriteJSON(w, http.StatusOK, resp)
 }
 
-// eventWriter writes the events of a streamed answer, NDJSON or SSE, one
-// flushed write per event.
-type eventWriter struct {
-	body *httpbody.Writer
-	sse  bool
-	buf  bytes.Buffer
-}
-
-func (e *eventWriter) send(v any) error {
-	e.buf.Reset()
-	if e.sse {
-		e.buf.WriteString("data: ")
-	}
-	if err := json.NewEncoder(&e.buf).Encode(v); err != nil {
-		return err
-	}
-	if e.sse {
-		e.buf.WriteByte('\n')
-	}
-	return e.body.Send(e.buf.Bytes())
-}
-
 // startEvents writes the headers of an event stream.
 func startEvents(w http.ResponseWriter, sse bool) {
-	h := w.Header()
-	if sse {
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-	} else {
-		h.Set("Content-Type", "application/x-ndjson")
-	}
-	// Tell buffering proxies (nginx) to pass each event on at once.
-	h.Set("X-Accel-Buffering", "no")
+	setEventHeaders(w.Header(), sse)
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -140,8 +109,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 				return
 			}
 			s.streamFailed(r, err)
-			_, typ, code := httperr.Classify(err)
-			_ = ev.send(apijson.Event{Type: apijson.EventError, RequestID: st.ID(), Error: &apijson.ErrorDetail{Message: err.Error(), Type: typ, Code: code}})
+			_ = ev.send(apijson.Event{Type: apijson.EventError, RequestID: st.ID(), Error: errorDetail(err)})
 			return
 		}
 		stage := o.Stage
@@ -150,15 +118,4 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 			return
 		}
 	}
-}
-
-// streamFailed logs a failure after the response headers were sent: the
-// stream then ends early.
-func (s *Server) streamFailed(r *http.Request, err error) {
-	_, _, code := httperr.Classify(err)
-	level := slog.LevelWarn
-	if code == string(orchestrator.CodeAborted) || r.Context().Err() != nil {
-		level = slog.LevelInfo
-	}
-	s.log.LogAttrs(r.Context(), level, "stream ended early", slog.String("request_id", info(r).id), slog.String("code", code), slog.Any("err", err))
 }

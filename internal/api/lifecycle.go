@@ -1,5 +1,8 @@
 package api
 
+// The server's lifecycle: Run serves, warms the pipeline and stops in a
+// written order, under a bound on the connections open at once.
+
 import (
 	"context"
 	"errors"

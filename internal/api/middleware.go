@@ -1,5 +1,8 @@
 package api
 
+// The outermost handler: HTTP metrics, the access log and the recovery
+// of a handler's panic.
+
 import (
 	"context"
 	"log/slog"

@@ -1,5 +1,8 @@
 package api
 
+// The playground's routes: the page and its assets, and GET /v1/pipeline,
+// which the page draws.
+
 import (
 	"bytes"
 	"crypto/sha256"
@@ -12,7 +15,6 @@ import (
 	"github.com/omnistage/omnistage/internal/api/playground"
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/httpbody"
-	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 // The route labels of the playground's endpoints.
@@ -28,14 +30,16 @@ const playgroundPrefix = "/playground/"
 // API calls come from the server that served it, and nothing else loads.
 const playgroundCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// playgroundRoutes registers the playground of a full server: the page at
-// / and its assets, served without the API key (they are static; every
-// API call the page makes sends the key the user typed), and GET
-// /v1/pipeline, which the page draws.
-func (s *Server) playgroundRoutes(handle func(path string, rt route)) {
-	handle("/{$}", route{name: routePlayground, open: true, methods: methods{http.MethodGet: s.page}})
-	handle(playgroundPrefix+"{file}", route{name: routePlayground, open: true, methods: methods{http.MethodGet: s.pageAsset}})
-	handle("/v1/pipeline", route{name: routePipeline, methods: methods{http.MethodGet: s.pipelineInfo}})
+// playgroundEndpoints are the playground's rows of a full server's endpoint
+// table: the page at / and its assets, served without the API key (they
+// are static; every API call the page makes sends the key the user typed),
+// and GET /v1/pipeline, which the page draws.
+func (s *Server) playgroundEndpoints() []endpoint {
+	return []endpoint{
+		{"/v1/pipeline", route{name: routePipeline, methods: methods{http.MethodGet: s.pipelineInfo}}},
+		{"/{$}", route{name: routePlayground, open: true, methods: methods{http.MethodGet: s.page}}},
+		{playgroundPrefix + "{file}", route{name: routePlayground, open: true, methods: methods{http.MethodGet: s.pageAsset}}},
+	}
 }
 
 // page answers GET / with the playground.
@@ -98,30 +102,5 @@ func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request, name string)
 
 // pipelineInfo answers GET /v1/pipeline.
 func (s *Server) pipelineInfo(w http.ResponseWriter, r *http.Request) {
-	httpbody.WriteJSON(w, http.StatusOK, describePipeline(s.cfg))
-}
-
-// describePipeline returns what GET /v1/pipeline tells of cfg: the route,
-// every declared stage with its engine and placement, the aligner, and the
-// outputs a request may select.
-func describePipeline(cfg *pipeline.Config) apijson.PipelineInfo {
-	r := cfg.Route
-	info := apijson.PipelineInfo{Name: cfg.Pipeline.Name, Route: r.Order(), Stages: []apijson.PipelineStage{}, Outputs: []string{}}
-	for id := range cfg.Pipeline.NumStages() {
-		eng, spec := cfg.StageSpec(id, 0)
-		info.Stages = append(info.Stages, apijson.PipelineStage{
-			ID: id, Name: cfg.StageName(id), Engine: eng, Placement: string(cfg.Deploy.Stages[id].Placement),
-			Input: string(spec.Input), Output: string(spec.Output), Skipped: !r.OnRoute(id),
-		})
-	}
-	if id, ok := r.Aligner(); ok {
-		eng, _ := cfg.StageSpec(id, 0)
-		info.Aligner = &apijson.PipelineAligner{ID: id, Name: cfg.StageName(id), Engine: eng, Placement: string(cfg.Deploy.Stages[id].Placement)}
-	}
-	for _, k := range pipeline.Selectable {
-		if _, err := r.Select([]string{string(k)}); err == nil {
-			info.Outputs = append(info.Outputs, string(k))
-		}
-	}
-	return info
+	httpbody.WriteJSON(w, http.StatusOK, apijson.DescribePipeline(s.cfg))
 }

@@ -114,10 +114,10 @@ func TestPipelineEndpoint(t *testing.T) {
 		"name":  "speech",
 		"route": []any{0.0, 1.0},
 		"stages": []any{
-			map[string]any{"id": 0.0, "name": "talker", "engine": "test-speaker", "placement": "inproc", "input": "text", "output": "frames", "skipped": false},
-			map[string]any{"id": 1.0, "name": "vocoder", "engine": "test-synth", "placement": "inproc", "input": "frames", "output": "audio", "skipped": false},
+			map[string]any{"id": 0.0, "name": "talker", "engine": "test-speaker", "placement": "inproc", "input": "text", "output": "frames", "skipped": false, "upstream": nil, "downstream": 1.0},
+			map[string]any{"id": 1.0, "name": "vocoder", "engine": "test-synth", "placement": "inproc", "input": "frames", "output": "audio", "skipped": false, "upstream": 0.0, "downstream": 2.0},
 		},
-		"aligner": map[string]any{"id": 2.0, "name": "aligner", "engine": "test-align", "placement": "inproc"},
+		"aligner": map[string]any{"id": 2.0, "name": "aligner", "engine": "test-align", "placement": "inproc", "input": "audio", "output": "timestamps", "skipped": false, "upstream": 1.0, "downstream": nil},
 		"outputs": []any{"audio", "timestamps"},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -126,25 +126,36 @@ func TestPipelineEndpoint(t *testing.T) {
 }
 
 func TestDescribePipeline(t *testing.T) {
-	stage := func(id int, name, engine, placement, in, out string, skipped bool) apijson.PipelineStage {
-		return apijson.PipelineStage{ID: id, Name: name, Engine: engine, Placement: placement, Input: in, Output: out, Skipped: skipped}
+	ref := func(id int) *int { return &id }
+	stage := func(id int, name, engine, placement, in, out string, skipped bool, up, down *int) apijson.PipelineStage {
+		return apijson.PipelineStage{ID: id, Name: name, Engine: engine, Placement: placement, Input: in, Output: out, Skipped: skipped, Upstream: up, Downstream: down}
 	}
-	talker := stage(0, "talker", "test-speaker", "inproc", "text", "frames", false)
-	vocoder := stage(1, "vocoder", "test-synth", "inproc", "frames", "audio", false)
+	aligner := func(up int) *apijson.PipelineStage {
+		a := stage(3, "aligner", "test-align", "inproc", "audio", "timestamps", false, &up, nil)
+		return &a
+	}
 	for _, tc := range []struct {
 		name, yaml string
 		want       apijson.PipelineInfo
 	}{
 		{"skipped stage", fmt.Sprintf(threeYAML, "stage_transitions: [[0, 1]]"), apijson.PipelineInfo{
 			Name: "three", Route: []int{0, 1},
-			Stages:  []apijson.PipelineStage{talker, vocoder, stage(2, "post", "test-gain", "inproc", "audio", "audio", true)},
-			Aligner: &apijson.PipelineAligner{ID: 3, Name: "aligner", Engine: "test-align", Placement: "inproc"},
+			Stages: []apijson.PipelineStage{
+				stage(0, "talker", "test-speaker", "inproc", "text", "frames", false, nil, ref(1)),
+				stage(1, "vocoder", "test-synth", "inproc", "frames", "audio", false, ref(0), ref(3)),
+				stage(2, "post", "test-gain", "inproc", "audio", "audio", true, nil, nil),
+			},
+			Aligner: aligner(1),
 			Outputs: []string{"audio", "timestamps"},
 		}},
 		{"route order differs from ids", reorderYAML, apijson.PipelineInfo{
 			Name: "reorder", Route: []int{0, 2, 1},
-			Stages:  []apijson.PipelineStage{talker, stage(1, "post", "test-gain", "inproc", "audio", "audio", false), stage(2, "vocoder", "test-synth", "inproc", "frames", "audio", false)},
-			Aligner: &apijson.PipelineAligner{ID: 3, Name: "aligner", Engine: "test-align", Placement: "inproc"},
+			Stages: []apijson.PipelineStage{
+				stage(0, "talker", "test-speaker", "inproc", "text", "frames", false, nil, ref(2)),
+				stage(1, "post", "test-gain", "inproc", "audio", "audio", false, ref(2), ref(3)),
+				stage(2, "vocoder", "test-synth", "inproc", "frames", "audio", false, ref(0), ref(1)),
+			},
+			Aligner: aligner(1),
 			Outputs: []string{"audio", "timestamps"},
 		}},
 		{"placements, no aligner", `
@@ -159,7 +170,10 @@ deploy:
     - {id: 1, placement: remote, endpoints: ["http://127.0.0.1:9"]}
 `, apijson.PipelineInfo{
 			Name: "split", Route: []int{0, 1},
-			Stages:  []apijson.PipelineStage{talker, stage(1, "vocoder", "test-synth", "remote", "frames", "audio", false)},
+			Stages: []apijson.PipelineStage{
+				stage(0, "talker", "test-speaker", "inproc", "text", "frames", false, nil, ref(1)),
+				stage(1, "vocoder", "test-synth", "remote", "frames", "audio", false, ref(0), nil),
+			},
 			Outputs: []string{"audio"},
 		}},
 	} {
@@ -168,7 +182,7 @@ deploy:
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := describePipeline(cfg); !reflect.DeepEqual(got, tc.want) {
+			if got := apijson.DescribePipeline(cfg); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})

@@ -1,5 +1,7 @@
 package api
 
+// GET and DELETE /v1/requests/{id}: a request's state, and its abort.
+
 import (
 	"net/http"
 

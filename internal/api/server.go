@@ -1,10 +1,15 @@
 package api
 
+// The server: its options, its construction, its endpoint table and what
+// every route does, and the small endpoints (health, readiness, models).
+
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -46,10 +51,12 @@ type Options struct {
 	// codec with the default size limit.
 	Codec *payload.Codec
 	// Stage, when set, makes a headless stage server: only stage *Stage's
-	// /v1/run (plus /health, /ready, /metrics, /v1/models) is served.
+	// /v1/run (plus /v1/requests/{id} for its hops, /health, /ready,
+	// /metrics, /v1/models) is served.
 	Stage *int
 	// APIKey, when not empty, must be sent as "Authorization: Bearer KEY"
-	// to every endpoint except /health and /ready.
+	// to every endpoint except /health, /ready and the playground's page
+	// and files.
 	APIKey string
 	// CORSOrigins are the web origins ("https://app.example.com", or "*"
 	// for any) whose pages may call the API from a browser; none: no CORS
@@ -106,6 +113,8 @@ type Server struct {
 	voices  *voiceSet
 	created int64
 	handler http.Handler
+	// endpointList lists the endpoints, for the 404 of an unknown route.
+	endpointList string
 
 	draining atomic.Bool
 	loopback atomic.Bool // Run listens on a loopback address only
@@ -165,7 +174,9 @@ func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
 			s.models = append(s.models, a)
 		}
 	}
-	s.handler = s.observe(s.routes())
+	eps := s.endpoints()
+	s.endpointList = listEndpoints(eps)
+	s.handler = s.observe(s.routes(eps))
 	if opts.TracerProvider != nil {
 		s.handler = traced(s.handler, opts.TracerProvider)
 	}
@@ -184,36 +195,85 @@ func defaultTo[T int | int64 | time.Duration](v *T, def T) {
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// routes builds the mux, behind canonical. Patterns carry no methods: each
-// route checks its own, so that a wrong method gets a 405 in the OpenAI
-// error shape.
-func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
-	handle := func(path string, rt route) { mux.Handle(path, ours{s.route(rt)}) }
-	handle("/health", route{name: routeHealth, open: true, methods: methods{http.MethodGet: s.health}})
-	handle("/ready", route{name: routeReady, open: true, methods: methods{http.MethodGet: s.ready}})
-	handle("/metrics", route{name: routeMetrics, methods: methods{http.MethodGet: promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}).ServeHTTP}})
-	handle("/v1/models", route{name: routeModels, methods: methods{http.MethodGet: s.listModels}})
-	// /v1/run bounds its own bodies: a one-shot body by MaxRunBody, a
-	// streamed one frame by frame.
-	handle("/v1/run", route{name: routeRun, methods: methods{http.MethodPost: s.run}, bodyTypes: []string{"application/json", hop.ContentType}})
-	// On a headless stage server these reach the hops of a request.
-	handle("/v1/requests/{id}", route{name: routeRequests, methods: methods{http.MethodGet: s.lookup, http.MethodDelete: s.abort}})
+// endpoint is one row of the server's endpoint table: a ServeMux pattern
+// and its route.
+type endpoint struct {
+	pattern string
+	route
+}
+
+// endpoints returns the server's endpoint table, from which routes builds
+// the mux and notFound's list is made: the main endpoints first, the
+// probes last. Patterns carry no methods: each route checks its own, so
+// that a wrong method gets a 405 in the OpenAI error shape. A route that
+// takes every method ("*") refuses the requests it gets, and is no
+// endpoint to list.
+func (s *Server) endpoints() []endpoint {
+	var eps []endpoint
 	if s.opts.Stage != nil {
 		for _, p := range []string{"/v1/audio/speech", "/v1/generate"} {
-			handle(p, route{name: routeUnmatched, methods: methods{"*": s.stageOnly}})
+			eps = append(eps, endpoint{p, route{name: routeUnmatched, methods: methods{"*": s.stageOnly}}})
 		}
 	} else {
-		handle("/v1/audio/speech", route{name: routeSpeech, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.speech}, bodyTypes: jsonBody})
-		handle("/v1/generate", route{name: routeGenerate, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.generate}, bodyTypes: jsonBody})
-		handle("/v1/audio/voices", route{name: routeVoices, methods: methods{http.MethodGet: s.listVoices}})
-		handle("/v1/audio/captions", route{name: routeCaptions, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.captions}, bodyTypes: jsonBody})
-		s.playgroundRoutes(handle)
+		eps = append(eps,
+			endpoint{"/v1/audio/speech", route{name: routeSpeech, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.speech}, bodyTypes: jsonBody}},
+			endpoint{"/v1/generate", route{name: routeGenerate, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.generate}, bodyTypes: jsonBody}},
+		)
 	}
-	handle("/", route{name: routeUnmatched, methods: methods{"*": s.notFound}})
+	eps = append(eps,
+		// /v1/run bounds its own bodies: a one-shot body by MaxRunBody, a
+		// streamed one frame by frame.
+		endpoint{"/v1/run", route{name: routeRun, methods: methods{http.MethodPost: s.run}, bodyTypes: []string{"application/json", hop.ContentType}}},
+		// On a headless stage server these reach the hops of a request.
+		endpoint{"/v1/requests/{id}", route{name: routeRequests, methods: methods{http.MethodGet: s.lookup, http.MethodDelete: s.abort}}},
+		endpoint{"/v1/models", route{name: routeModels, methods: methods{http.MethodGet: s.listModels}}},
+	)
+	if s.opts.Stage == nil {
+		eps = append(eps,
+			endpoint{"/v1/audio/voices", route{name: routeVoices, methods: methods{http.MethodGet: s.listVoices}}},
+			endpoint{"/v1/audio/captions", route{name: routeCaptions, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.captions}, bodyTypes: jsonBody}},
+		)
+		eps = append(eps, s.playgroundEndpoints()...)
+	}
+	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})
+	return append(eps,
+		endpoint{"/health", route{name: routeHealth, open: true, methods: methods{http.MethodGet: s.health}}},
+		endpoint{"/ready", route{name: routeReady, open: true, methods: methods{http.MethodGet: s.ready}}},
+		endpoint{"/metrics", route{name: routeMetrics, methods: methods{http.MethodGet: metrics.ServeHTTP}}},
+	)
+}
+
+// routes builds the mux of eps, with notFound for every other path,
+// behind canonical.
+func (s *Server) routes(eps []endpoint) http.Handler {
+	mux := http.NewServeMux()
+	for _, e := range eps {
+		mux.Handle(e.pattern, ours{s.route(e.route)})
+	}
+	mux.Handle("/", ours{s.route(route{name: routeUnmatched, methods: methods{"*": s.notFound}})})
 	return s.canonical(mux)
+}
+
+// listEndpoints renders the endpoints of eps for notFound: "POST
+// /v1/audio/speech, ..., GET and DELETE /v1/requests/{id}, ...".
+func listEndpoints(eps []endpoint) string {
+	order := []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+	rank := func(m string) int {
+		if i := slices.Index(order, m); i >= 0 {
+			return i
+		}
+		return len(order)
+	}
+	var list []string
+	for _, e := range eps {
+		if _, refuses := e.methods["*"]; refuses {
+			continue
+		}
+		ms := slices.Collect(maps.Keys(e.methods))
+		slices.SortFunc(ms, func(a, b string) int { return cmp.Or(rank(a)-rank(b), strings.Compare(a, b)) })
+		list = append(list, strings.Join(ms, " and ")+" "+strings.TrimSuffix(e.pattern, "{$}"))
+	}
+	return strings.Join(list, ", ")
 }
 
 // ours marks the handlers of the routes, so that canonical can tell them
@@ -349,7 +409,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	s.fail(w, r, httperr.Errorf(http.StatusNotFound, httperr.CodeUnknownRoute,
-		"no endpoint %s %s; endpoints: POST /v1/audio/speech, POST /v1/generate, POST /v1/run, GET and DELETE /v1/requests/{id}, GET /v1/models, /health, /ready, /metrics", r.Method, r.URL.Path))
+		"no endpoint %s %s; endpoints: %s", r.Method, r.URL.Path, s.endpointList))
 }
 
 func (s *Server) stageOnly(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -47,6 +48,53 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	}
 	if resp, _ := f.do(context.Background(), http.MethodHead, "/health", nil); resp.StatusCode != 200 {
 		t.Errorf("HEAD /health: %d", resp.StatusCode)
+	}
+}
+
+// TestUnknownRouteListsEndpoints checks the list of endpoints a 404
+// unknown_route answer gives, on a full server and on a headless stage
+// server: every endpoint the server serves, and nothing else, each
+// answered by its route.
+func TestUnknownRouteListsEndpoints(t *testing.T) {
+	stage := 1
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want []string
+	}{
+		{"full", Options{}, []string{
+			"POST /v1/audio/speech", "POST /v1/generate", "POST /v1/run", "GET and DELETE /v1/requests/{id}", "GET /v1/models",
+			"GET /v1/audio/voices", "POST /v1/audio/captions", "GET /v1/pipeline", "GET /", "GET /playground/{file}",
+			"GET /health", "GET /ready", "GET /metrics",
+		}},
+		{"stage", Options{Stage: &stage}, []string{
+			"POST /v1/run", "GET and DELETE /v1/requests/{id}", "GET /v1/models", "GET /health", "GET /ready", "GET /metrics",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, setup{yaml: speechYAML, opts: tc.opts})
+			resp, body := f.do(context.Background(), http.MethodGet, "/nope", nil)
+			wantError(t, resp, body, 404, "unknown_route", "")
+			var e apijson.ErrorBody
+			if err := json.Unmarshal(body, &e); err != nil {
+				t.Fatal(err)
+			}
+			_, list, ok := strings.Cut(e.Error.Message, "; endpoints: ")
+			if got := strings.Split(list, ", "); !ok || !slices.Equal(got, tc.want) {
+				t.Fatalf("the 404 lists %q; want %q", got, tc.want)
+			}
+			for _, ep := range tc.want {
+				methods, path, _ := strings.Cut(ep, " /")
+				path = strings.NewReplacer("{id}", "r1", "{file}", "playground.js").Replace("/" + path)
+				for _, m := range strings.Split(methods, " and ") {
+					resp, body := f.do(context.Background(), m, path, nil)
+					var e apijson.ErrorBody
+					if json.Unmarshal(body, &e) == nil && (e.Error.Code == "unknown_route" || e.Error.Code == "method_not_allowed") {
+						t.Errorf("%s %s, listed, is answered %d %s", m, path, resp.StatusCode, e.Error.Code)
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -1,5 +1,8 @@
 package api
 
+// Cross-site protection: the content type, Origin and Host checks of
+// every route.
+
 import (
 	"mime"
 	"net"

@@ -1,5 +1,8 @@
 package api
 
+// POST /v1/audio/speech: the request and its checks, and the answer with
+// the whole file (speechstream.go streams it).
+
 import (
 	"bytes"
 	"encoding/json"
@@ -16,6 +19,7 @@ import (
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/audio/encode"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/flite/talker"
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
@@ -33,13 +37,6 @@ const (
 	streamSSE   = "sse"
 )
 
-// MinSpeed and MaxSpeed bound the speed of POST /v1/audio/speech, as
-// OpenAI does.
-const (
-	MinSpeed = 0.25
-	MaxSpeed = 4.0
-)
-
 // MaxTimestampsHeader is the longest X-Word-Timestamps response header
 // value. Longer timestamps are left out, and X-Word-Timestamps-Omitted says
 // so: proxies commonly refuse response headers beyond 4 to 8 KiB, and no
@@ -47,9 +44,6 @@ const (
 // for one, refuses HTTP trailers longer than 4 KiB and fails the body).
 // stream_format "sse" and POST /v1/generate carry timestamps of any length.
 const MaxTimestampsHeader = 4 << 10
-
-// maxStreamError bounds the X-Stream-Error trailer.
-const maxStreamError = 1 << 10
 
 // Headers of POST /v1/audio/speech.
 const (
@@ -69,12 +63,6 @@ type speechPlan struct {
 	timestamps bool
 	chars      int
 	req        orchestrator.Request
-}
-
-// talkerParams are the sampling params of the talker stage (stage 0).
-type talkerParams struct {
-	Voice string   `json:"voice,omitempty"`
-	Speed *float64 `json:"speed,omitempty"`
 }
 
 func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*speechPlan, error) {
@@ -103,7 +91,7 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 	default:
 		return nil, httperr.BadRequest("unknown stream_format %q: use audio (chunked audio) or sse (server-sent events)", f)
 	}
-	var tp talkerParams
+	var tp talker.Params
 	if req.Voice.ID != "" {
 		v, err := s.voices.resolve(req.Voice.ID)
 		if err != nil {
@@ -112,8 +100,8 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 		tp.Voice = v
 	}
 	if req.Speed != nil {
-		if !(*req.Speed >= MinSpeed && *req.Speed <= MaxSpeed) {
-			return nil, httperr.BadRequest("speed %g is outside %g..%g", *req.Speed, MinSpeed, MaxSpeed)
+		if !talker.SpeedOK(*req.Speed) {
+			return nil, httperr.BadRequest("speed %g is outside %g..%g", *req.Speed, talker.MinSpeed, talker.MaxSpeed)
 		}
 		tp.Speed = req.Speed
 	}
@@ -135,10 +123,8 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 	if p.timestamps {
 		p.req.Modalities = append(p.req.Modalities, string(engine.KindTimestamps))
 	}
-	if tp != (talkerParams{}) {
-		raw, _ := json.Marshal(tp)
-		p.req.Params = make([]json.RawMessage, s.cfg.Route.NumIDs())
-		p.req.Params[0] = raw
+	if p.req.Params, err = tp.SamplingParams(s.cfg.Route.NumIDs()); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -296,177 +282,4 @@ func headerJSON(words []engine.Word) string {
 		}
 	}
 	return sb.String()
-}
-
-// speechStream sends the audio as it comes: chunked audio (a WAV header
-// of unknown length first, for wav) or server-sent events. The headers
-// wait for the first audio chunk, whose sample rate they state, so a
-// request that fails before any audio gets a plain error status. A failure
-// after that is logged and ends the stream: with an error event for SSE,
-// with the X-Stream-Error trailer for chunked audio (a chunked body that
-// ends cleanly is otherwise indistinguishable from a complete one).
-func (s *Server) speechStream(w http.ResponseWriter, r *http.Request, st *orchestrator.Stream, p *speechPlan) {
-	ctx := r.Context()
-	h := w.Header()
-	body := s.newBodyWriter(w)
-	defer body.Done()
-	sse := p.stream == streamSSE
-	ev := &eventWriter{body: body, sse: true}
-	var (
-		started   bool
-		rate      int
-		samples   int
-		words     []engine.Word // timestamps not sent yet
-		sentWords bool          // a timestamps event was sent
-		buf       []byte
-		enc       encode.Encoder // for an encoded format: writes to encoded
-		encoded   bytes.Buffer
-	)
-	defer func() {
-		if enc != nil {
-			_ = enc.Close() // after a failure: frees the encoder
-		}
-	}()
-	// send sends what is in buf (PCM or WAV bytes) or, for an encoded
-	// format, what the encoder has written: a chunk or an SSE delta.
-	send := func() error {
-		out := buf
-		if encodes(p.format) {
-			out = encoded.Bytes()
-		}
-		if len(out) == 0 {
-			return nil
-		}
-		var err error
-		if sse {
-			err = ev.send(apijson.SpeechEvent{Type: apijson.SpeechDelta, Audio: out})
-		} else {
-			err = body.Send(out)
-		}
-		buf = buf[:0]
-		encoded.Reset()
-		return err
-	}
-	fail := func(err error) {
-		if !started {
-			s.fail(w, r, err)
-			return
-		}
-		s.streamFailed(r, err)
-		_, typ, code := httperr.Classify(err)
-		if sse {
-			_ = ev.send(apijson.SpeechEvent{Type: apijson.SpeechError, Error: &apijson.ErrorDetail{Message: err.Error(), Type: typ, Code: code}})
-		} else {
-			msg := code + ": " + err.Error()
-			if len(msg) > maxStreamError {
-				msg = msg[:maxStreamError]
-			}
-			h.Set(headerStreamError, msg)
-		}
-	}
-	for {
-		o, err := st.Recv(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			fail(err)
-			return
-		}
-		c := o.Chunk
-		if c.Words != nil {
-			// A sentence's timestamps (an aligner that streams sends one
-			// chunk per sentence): on SSE, an event as soon as they come.
-			if !sse || !started {
-				words = append(words, c.Words.Words...)
-				continue
-			}
-			if err := ev.send(apijson.SpeechEvent{Type: apijson.SpeechTimestamps, Words: c.Words.Words}); err != nil {
-				s.streamFailed(r, err)
-				return
-			}
-			sentWords = true
-			continue
-		}
-		if c.Audio == nil {
-			continue
-		}
-		if !started {
-			rate = c.Audio.SampleRate
-			h.Set(headerSampleRate, strconv.Itoa(rate))
-			if sse {
-				h.Set("Content-Type", "text/event-stream")
-				h.Set("Cache-Control", "no-cache")
-				h.Set("X-Accel-Buffering", "no")
-			} else {
-				h.Set("Content-Type", contentType(p.format))
-				h.Set("Trailer", headerStreamError)
-			}
-			if encodes(p.format) {
-				if enc, err = encode.New(p.format, &encoded, rate, encode.Options{}); err != nil {
-					fail(fmt.Errorf("encoding %s: %w", p.format, err))
-					return
-				}
-			}
-			w.WriteHeader(http.StatusOK)
-			started = true
-			if !sse && p.format == formatWAV {
-				buf = audio.AppendWAVHeader(buf, rate, audio.UnknownSize)
-			}
-		} else if c.Audio.SampleRate != rate {
-			fail(fmt.Errorf("audio chunks change sample rate from %d to %d Hz", rate, c.Audio.SampleRate))
-			return
-		}
-		samples += len(c.Audio.Samples)
-		if enc != nil {
-			if err := enc.Write(c.Audio.Samples); err != nil {
-				fail(fmt.Errorf("encoding %s: %w", p.format, err))
-				return
-			}
-		} else {
-			buf = audio.AppendPCMBytes(buf, c.Audio.Samples)
-		}
-		if err := send(); err != nil {
-			s.streamFailed(r, err)
-			return
-		}
-	}
-	if !started {
-		fail(errNoAudio)
-		return
-	}
-	if enc != nil {
-		err := enc.Close()
-		enc = nil
-		if err != nil {
-			fail(fmt.Errorf("encoding %s: %w", p.format, err))
-			return
-		}
-		if err := send(); err != nil {
-			s.streamFailed(r, err)
-			return
-		}
-	}
-	if !sse {
-		return
-	}
-	if p.timestamps && (!sentWords || len(words) > 0) {
-		if words == nil {
-			words = []engine.Word{}
-		}
-		if err := ev.send(apijson.SpeechEvent{Type: apijson.SpeechTimestamps, Words: words}); err != nil {
-			s.streamFailed(r, err)
-			return
-		}
-	}
-	if err := ev.send(apijson.SpeechEvent{Type: apijson.SpeechStages, Stages: st.Timings()}); err != nil {
-		s.streamFailed(r, err)
-		return
-	}
-	err := ev.send(apijson.SpeechEvent{Type: apijson.SpeechDone, Usage: &apijson.SpeechUsage{
-		InputTokens: p.chars, TotalTokens: p.chars, AudioDurationMs: apijson.DurationMs(samples, rate),
-	}})
-	if err != nil {
-		s.streamFailed(r, err)
-	}
 }

@@ -13,10 +13,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -356,6 +358,26 @@ func TestSpeechFailsMidStream(t *testing.T) {
 	}
 	if len(body) != audio.WAVHeaderLen+2*len(expectedSpeech("Hello", "slt", 1)) {
 		t.Errorf("body of %d bytes", len(body))
+	}
+}
+
+// TestStreamErrorTrailerShort checks that a long failure reaches the
+// X-Stream-Error trailer cut at a character boundary, through httperr.Short.
+func TestStreamErrorTrailerShort(t *testing.T) {
+	reason := strings.Repeat("é", httperr.MaxEcho) // 2 bytes each: a byte cut falls inside one
+	f := newFixture(t, setup{yaml: speechYAML, fakes: &fakeHooks{chunk: func(ctx context.Context, name string, n int) error {
+		if name == "test-synth" && n == 1 {
+			return &engine.InputError{Reason: reason}
+		}
+		return nil
+	}}})
+	resp, _ := f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts-1", "input": hello, "stream_format": "audio", "response_format": "pcm"})
+	got := resp.Trailer.Get("X-Stream-Error")
+	if resp.StatusCode != 200 || !strings.HasPrefix(got, "bad_request: ") || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Fatalf("status %d, X-Stream-Error %q", resp.StatusCode, got)
+	}
+	if msg := strings.TrimPrefix(got, "bad_request: "); len(msg) > httperr.MaxEcho+len("…") {
+		t.Errorf("X-Stream-Error quotes %d bytes of the error, more than %d", len(msg), httperr.MaxEcho)
 	}
 }
 

@@ -1,5 +1,7 @@
 package api
 
+// Tracing: the server spans of the traced routes.
+
 import (
 	"net/http"
 	"strings"

@@ -1,5 +1,8 @@
 package api
 
+// Voices: what a speech request's voice may name, and GET
+// /v1/audio/voices.
+
 import (
 	"fmt"
 	"maps"

@@ -1,5 +1,8 @@
 package apijson
 
+// Rendering engine outputs into the JSON shapes: audio, timestamps and
+// text.
+
 import (
 	"bytes"
 	"fmt"

@@ -1,8 +1,12 @@
 package cli
 
+// The bench command: load a server or an in-process pipeline with speech
+// requests and report what it did.
+
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -81,106 +85,115 @@ check passed; 1 otherwise; 2 on a usage error.
 `
 
 func bench(ctx context.Context, env Env, args []string) int {
+	c, status, ok := parseBench(env, args)
+	if !ok {
+		return status
+	}
+	return c.run(ctx, env)
+}
+
+// benchCommand is a bench command line, parsed and checked.
+type benchCommand struct {
+	url        string // the server to load, or ""
+	config     string // the pipeline to build in process when url is ""
+	model      string
+	apiKeyFile string
+	asJSON     bool
+	opts       loadgen.Options
+}
+
+// benchUsage reports a usage error of bench.
+func benchUsage(env Env, format string, a ...any) int {
+	fmt.Fprintf(env.Stderr, "omnistage bench: "+format+"\n", a...)
+	fmt.Fprintf(env.Stderr, "usage: omnistage %s\n", benchSynopsis)
+	return ExitUsage
+}
+
+// parseBench parses and checks bench's flags. When ok is false the command
+// ends with status.
+func parseBench(env Env, args []string) (c *benchCommand, status int, ok bool) {
 	fs := newFlags(env, "bench", benchSynopsis)
 	base := fs.Usage
 	fs.Usage = func() {
 		base()
 		fmt.Fprint(env.Stderr, "\n", benchHelp)
 	}
-	url := fs.String("url", "", "load the server at `URL` (http://HOST:PORT)")
-	config := fs.String("config", "", "load a pipeline built in this process from `F` (a YAML file or builtin:NAME)")
-	n := fs.Int("n", 0, "send `N` requests (default 100)")
-	duration := fs.Duration("duration", 0, "keep sending requests for `D` instead of -n")
-	c := fs.Int("c", 0, "keep `C` requests in flight (default 1)")
-	rate := fs.Float64("rate", 0, "start `R` requests per second instead of -c")
-	abortRatio := fs.Float64("abort-ratio", 0, "abort this fraction of the requests, 0 to 1")
+	c = &benchCommand{}
+	o := &c.opts
+	fs.StringVar(&c.url, "url", "", "load the server at `URL` (http://HOST:PORT)")
+	fs.StringVar(&c.config, "config", "", "load a pipeline built in this process from `F` (a YAML file or builtin:NAME)")
+	fs.IntVar(&o.Requests, "n", 0, "send `N` requests (default 100)")
+	fs.DurationVar(&o.Duration, "duration", 0, "keep sending requests for `D` instead of -n")
+	fs.IntVar(&o.Concurrency, "c", 0, "keep `C` requests in flight (default 1)")
+	fs.Float64Var(&o.Rate, "rate", 0, "start `R` requests per second instead of -c")
+	fs.Float64Var(&o.AbortRatio, "abort-ratio", 0, "abort this fraction of the requests, 0 to 1")
 	abortMode := fs.String("abort-mode", "both", "how to abort: both (half each), delete (DELETE /v1/requests/{id}) or hangup")
-	reuseIDs := fs.Int("reuse-ids", 0, "take request ids from a pool of `K`, each reused once the server let go of it (0: a new id each)")
+	fs.IntVar(&o.ReuseIDs, "reuse-ids", 0, "take request ids from a pool of `K`, each reused once the server let go of it (0: a new id each)")
 	textsFile := fs.String("texts", "", "speak the texts of `F`, one per line (default: a built-in set)")
-	timeout := fs.Duration("timeout", loadgen.DefaultTimeout, "give up on one request after this long")
-	leakWait := fs.Duration("leak-wait", loadgen.DefaultLeakWait, "how long the leak check waits for the server to come back to rest")
-	seed := fs.Uint64("seed", 1, "seed of the choice of requests to abort, and where")
-	model := fs.String("model", "", "the model to request (default: the server's pipeline)")
-	apiKeyFile := fs.String("api-key-file", "", "send the API key in `FILE` as a bearer token")
-	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	fs.DurationVar(&o.Timeout, "timeout", loadgen.DefaultTimeout, "give up on one request after this long")
+	fs.DurationVar(&o.LeakWait, "leak-wait", loadgen.DefaultLeakWait, "how long the leak check waits for the server to come back to rest")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the choice of requests to abort, and where")
+	fs.StringVar(&c.model, "model", "", "the model to request (default: the server's pipeline)")
+	fs.StringVar(&c.apiKeyFile, "api-key-file", "", "send the API key in `FILE` as a bearer token")
+	fs.BoolVar(&c.asJSON, "json", false, "print the report as one JSON object")
 	pos, status, ok := parse(fs, args)
 	if !ok {
-		return status
-	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(env.Stderr, "omnistage bench: "+format+"\n", a...)
-		fmt.Fprintf(env.Stderr, "usage: omnistage %s\n", benchSynopsis)
-		return ExitUsage
+		return nil, status, false
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := c.check(pos, set, *abortMode, *textsFile); err != nil {
+		return nil, benchUsage(env, "%v", err), false
+	}
+	return c, ExitOK, true
+}
+
+// check checks the parsed flags (set names those given) and completes the
+// load's options: their defaults, the abort mode and the texts.
+func (c *benchCommand) check(pos []string, set map[string]bool, abortMode, textsFile string) error {
+	o := &c.opts
 	switch {
 	case len(pos) > 0:
-		return usageErr("unexpected argument %q", pos[0])
-	case (*url == "") == (*config == ""):
-		return usageErr("give either --url or --config")
+		return fmt.Errorf("unexpected argument %q", pos[0])
+	case (c.url == "") == (c.config == ""):
+		return errors.New("give either --url or --config")
 	case set["n"] && set["duration"]:
-		return usageErr("give either -n or --duration")
+		return errors.New("give either -n or --duration")
 	case set["c"] && set["rate"]:
-		return usageErr("give either -c or --rate")
-	case *url == "" && (*apiKeyFile != "" || *model != ""):
-		return usageErr("--api-key-file and --model go with --url")
-	}
-	opts := loadgen.Options{
-		Requests: *n, Duration: *duration, Concurrency: *c, Rate: *rate,
-		AbortRatio: *abortRatio, ReuseIDs: *reuseIDs, Timeout: *timeout, LeakWait: *leakWait, Seed: *seed,
+		return errors.New("give either -c or --rate")
+	case c.url == "" && (c.apiKeyFile != "" || c.model != ""):
+		return errors.New("--api-key-file and --model go with --url")
 	}
 	if !set["n"] && !set["duration"] {
-		opts.Requests = 100
+		o.Requests = 100
 	}
 	if !set["c"] && !set["rate"] {
-		opts.Concurrency = 1
+		o.Concurrency = 1
 	}
 	var err error
-	if opts.AbortMode, err = loadgen.ParseAbortMode(*abortMode); err != nil {
-		return usageErr("--abort-mode: %v", err)
+	if o.AbortMode, err = loadgen.ParseAbortMode(abortMode); err != nil {
+		return fmt.Errorf("--abort-mode: %w", err)
 	}
-	if *textsFile != "" {
-		if opts.Texts, err = readTexts(*textsFile); err != nil {
-			return usageErr("--texts: %v", err)
+	if textsFile != "" {
+		if o.Texts, err = readTexts(textsFile); err != nil {
+			return fmt.Errorf("--texts: %w", err)
 		}
 	}
-	if *timeout <= 0 || *leakWait <= 0 {
-		return usageErr("--timeout and --leak-wait must be positive")
+	if o.Timeout <= 0 || o.LeakWait <= 0 {
+		return errors.New("--timeout and --leak-wait must be positive")
 	}
-	if err := opts.Check(); err != nil {
-		return usageErr("%v", err)
-	}
+	return o.Check()
+}
 
-	var driver loadgen.Driver
-	var target string
-	if *url != "" {
-		var apiKey string
-		if *apiKeyFile != "" {
-			if apiKey, err = keyfile.Read(*apiKeyFile); err != nil {
-				return usageErr("--api-key-file: %v", err)
-			}
-		}
-		d, err := loadgen.NewHTTP(*url, loadgen.HTTPOptions{APIKey: apiKey, Model: *model, Conns: max(opts.Concurrency, min(int(opts.Rate)+1, 64))})
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		defer d.Close()
-		if err := d.Prepare(ctx, time.Minute); err != nil {
-			fmt.Fprintf(env.Stderr, "omnistage bench: %v\n", err)
-			return ExitFailure
-		}
-		driver, target = d, fmt.Sprintf("%s (model %s)", *url, d.Model())
-	} else {
-		o, stop, status := env.benchOrchestrator(ctx, *config)
-		if o == nil {
-			return status
-		}
-		defer stop()
-		driver, target = loadgen.NewInProcess(o), fmt.Sprintf("pipeline %s in process", o.Config().Pipeline.Name)
+// run loads the target and reports.
+func (c *benchCommand) run(ctx context.Context, env Env) int {
+	driver, target, stop, status := c.driver(ctx, env)
+	if driver == nil {
+		return status
 	}
-
-	fmt.Fprintf(env.Stderr, "omnistage bench: %s to %s\n", describeLoad(opts), target)
+	defer stop()
+	fmt.Fprintf(env.Stderr, "omnistage bench: %s to %s\n", describeLoad(c.opts), target)
+	opts := c.opts
 	bar := newProgress(env.Stderr, opts)
 	if bar != nil {
 		opts.OnResult = func(loadgen.Result) { _ = bar.Add(1) }
@@ -189,16 +202,8 @@ func bench(ctx context.Context, env Env, args []string) int {
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "omnistage bench: %v\n", err)
-		return ExitFailure
-	}
-	if *asJSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(rep)
-	} else {
-		err = rep.WriteText(env.Stdout)
+	if err == nil {
+		err = c.print(env.Stdout, rep)
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage bench: %v\n", err)
@@ -214,6 +219,46 @@ func bench(ctx context.Context, env Env, args []string) int {
 		return ExitFailure
 	}
 	return ExitOK
+}
+
+// driver returns the driver of the run's target, what to call it, and the
+// function that releases it; on failure a nil driver and the exit status.
+func (c *benchCommand) driver(ctx context.Context, env Env) (loadgen.Driver, string, func(), int) {
+	if c.url == "" {
+		o, stop, status := env.benchOrchestrator(ctx, c.config)
+		if o == nil {
+			return nil, "", nil, status
+		}
+		return loadgen.NewInProcess(o), fmt.Sprintf("pipeline %s in process", o.Config().Pipeline.Name), stop, ExitOK
+	}
+	var apiKey string
+	if c.apiKeyFile != "" {
+		var err error
+		if apiKey, err = keyfile.Read(c.apiKeyFile); err != nil {
+			return nil, "", nil, benchUsage(env, "--api-key-file: %v", err)
+		}
+	}
+	o := c.opts
+	d, err := loadgen.NewHTTP(c.url, loadgen.HTTPOptions{APIKey: apiKey, Model: c.model, Conns: max(o.Concurrency, min(int(o.Rate)+1, 64))})
+	if err != nil {
+		return nil, "", nil, benchUsage(env, "%v", err)
+	}
+	if err := d.Prepare(ctx, time.Minute); err != nil {
+		d.Close()
+		fmt.Fprintf(env.Stderr, "omnistage bench: %v\n", err)
+		return nil, "", nil, ExitFailure
+	}
+	return d, fmt.Sprintf("%s (model %s)", c.url, d.Model()), d.Close, ExitOK
+}
+
+// print writes the report, as JSON with --json.
+func (c *benchCommand) print(w io.Writer, rep *loadgen.Report) error {
+	if !c.asJSON {
+		return rep.WriteText(w)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
 }
 
 // benchOrchestrator builds and starts the orchestrator of config for an

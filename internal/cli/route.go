@@ -1,5 +1,7 @@
 package cli
 
+// The route command, and the loading of --config that the commands share.
+
 import (
 	"context"
 	"encoding/json"
@@ -8,6 +10,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
@@ -40,48 +43,6 @@ func printConfigError(w io.Writer, err error) {
 	fmt.Fprintln(w, err)
 }
 
-// RouteJSON is the shape `omnistage route --json` prints.
-type RouteJSON struct {
-	Pipeline string           `json:"pipeline"`
-	Route    []int            `json:"route"`
-	Skipped  []int            `json:"skipped"`
-	Aligner  *int             `json:"aligner"`
-	Stages   []RouteStageJSON `json:"stages"`
-}
-
-// RouteStageJSON is one stage of RouteJSON. Upstream and Downstream are null
-// at the ends of the route and for skipped stages.
-type RouteStageJSON struct {
-	ID         int    `json:"id"`
-	Name       string `json:"name"`
-	Engine     string `json:"engine"`
-	Upstream   *int   `json:"upstream"`
-	Downstream *int   `json:"downstream"`
-}
-
-func routeJSON(c *pipeline.Config) RouteJSON {
-	r := c.Route
-	out := RouteJSON{Pipeline: c.Pipeline.Name, Route: r.Order(), Skipped: r.Skipped()}
-	if out.Skipped == nil {
-		out.Skipped = []int{}
-	}
-	if id, ok := r.Aligner(); ok {
-		out.Aligner = &id
-	}
-	for id := range r.NumIDs() {
-		engineName, _ := c.StageSpec(id, 0)
-		s := RouteStageJSON{ID: id, Name: c.StageName(id), Engine: engineName}
-		if up, ok := r.Upstream(id); ok {
-			s.Upstream = &up
-		}
-		if down, ok := r.Downstream(id); ok {
-			s.Downstream = &down
-		}
-		out.Stages = append(out.Stages, s)
-	}
-	return out
-}
-
 func route(_ context.Context, env Env, args []string) int {
 	fs := newFlags(env, "route", "route [--config F] [--json]")
 	config := fs.String("config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline)")
@@ -99,22 +60,24 @@ func route(_ context.Context, env Env, args []string) int {
 		printConfigError(env.Stderr, err)
 		return ExitUsage
 	}
-	rj := routeJSON(c)
+	info := apijson.DescribePipeline(c)
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(rj); err != nil {
+		if err := enc.Encode(info); err != nil {
 			return ExitFailure
 		}
 		return ExitOK
 	}
-	printRoute(env.Stdout, c, rj)
+	printRoute(env.Stdout, c, info)
 	return ExitOK
 }
 
-func printRoute(w io.Writer, c *pipeline.Config, rj RouteJSON) {
-	fmt.Fprintf(w, "pipeline: %s (%s)\n", rj.Pipeline, c.Source)
-	fmt.Fprintf(w, "route: %s\n", joinIDs(rj.Route, " -> "))
+// printRoute writes the route as text: the JSON's facts, and the
+// transitions.
+func printRoute(w io.Writer, c *pipeline.Config, info apijson.PipelineInfo) {
+	fmt.Fprintf(w, "pipeline: %s (%s)\n", info.Name, c.Source)
+	fmt.Fprintf(w, "route: %s\n", joinIDs(info.Route, " -> "))
 	if tr := c.Route.Transitions(); tr == nil {
 		fmt.Fprintln(w, "transitions: omitted (stages run in id order)")
 	} else {
@@ -124,13 +87,15 @@ func printRoute(w io.Writer, c *pipeline.Config, rj RouteJSON) {
 		}
 		fmt.Fprintf(w, "transitions: %s\n", strings.Join(parts, " "))
 	}
-	if len(rj.Skipped) == 0 {
+	if skipped := c.Route.Skipped(); len(skipped) == 0 {
 		fmt.Fprintln(w, "skipped: none")
 	} else {
-		fmt.Fprintf(w, "skipped: %s (initialized, never sent requests)\n", joinIDs(rj.Skipped, ", "))
+		fmt.Fprintf(w, "skipped: %s (initialized, never sent requests)\n", joinIDs(skipped, ", "))
 	}
-	if rj.Aligner != nil {
-		fmt.Fprintf(w, "aligner: %d (%s) after stage %d\n", *rj.Aligner, c.Pipeline.Aligner.Engine, c.Route.Tail())
+	stages := info.Stages
+	if a := info.Aligner; a != nil {
+		fmt.Fprintf(w, "aligner: %d (%s) after stage %d\n", a.ID, a.Engine, c.Route.Tail())
+		stages = append(stages, *a)
 	} else {
 		fmt.Fprintln(w, "aligner: none")
 	}
@@ -141,9 +106,9 @@ func printRoute(w io.Writer, c *pipeline.Config, rj RouteJSON) {
 		}
 		return fmt.Sprint(*p)
 	}
-	for _, s := range rj.Stages {
+	for _, s := range stages {
 		note := ""
-		if !c.Route.OnRoute(s.ID) {
+		if s.Skipped {
 			note = "  (skipped)"
 		}
 		fmt.Fprintf(w, "  %d %-10s %-15s upstream: %-2s downstream: %s%s\n", s.ID, s.Name, s.Engine, peer(s.Upstream), peer(s.Downstream), note)

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engines/builtin"
 	"github.com/omnistage/omnistage/internal/engines/testengine"
@@ -65,18 +68,25 @@ func TestRouteJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var got RouteJSON
+	var got apijson.PipelineInfo
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"pipeline":"reo","route":[0,2,1],"skipped":[],"aligner":3,"stages":[` +
-		`{"id":0,"name":"talker","engine":"test-talker","upstream":null,"downstream":2},` +
-		`{"id":1,"name":"post","engine":"test-post","upstream":2,"downstream":3},` +
-		`{"id":2,"name":"vocoder","engine":"test-vocoder","upstream":0,"downstream":1},` +
-		`{"id":3,"name":"aligner","engine":"sphinx-aligner","upstream":1,"downstream":null}]}`
+	want := `{"name":"reo","route":[0,2,1],"stages":[` +
+		`{"id":0,"name":"talker","engine":"test-talker","placement":"inproc","input":"text","output":"frames","skipped":false,"upstream":null,"downstream":2},` +
+		`{"id":1,"name":"post","engine":"test-post","placement":"inproc","input":"audio","output":"audio","skipped":false,"upstream":2,"downstream":3},` +
+		`{"id":2,"name":"vocoder","engine":"test-vocoder","placement":"inproc","input":"frames","output":"audio","skipped":false,"upstream":0,"downstream":1}],` +
+		`"aligner":{"id":3,"name":"aligner","engine":"sphinx-aligner","placement":"inproc","input":"audio","output":"timestamps","skipped":false,"upstream":1,"downstream":null},` +
+		`"outputs":["audio","timestamps"]}`
 	compact, _ := json.Marshal(got)
 	if string(compact) != want {
 		t.Errorf("json =\n%s\nwant\n%s", compact, want)
+	}
+	// The output is the object itself, field for field: nothing the type
+	// does not know.
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(out)); err != nil || b.String() != want {
+		t.Errorf("printed %s, want %s", b.Bytes(), want)
 	}
 }
 
@@ -130,5 +140,35 @@ func TestUsage(t *testing.T) {
 	}
 	if _, errs, code := runCLI(t, "route", "--config", "/does/not/exist.yaml"); code != 2 || !strings.Contains(errs, "no such file") {
 		t.Errorf("missing file: exit %d, %q", code, errs)
+	}
+}
+
+// TestRouteJSONIsPipelineEndpoint checks that route --json prints the
+// object GET /v1/pipeline answers for the same pipeline.
+func TestRouteJSONIsPipelineEndpoint(t *testing.T) {
+	url, _ := startToneServer(t, nil)
+	resp, err := http.Get(url + "/v1/pipeline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	served, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/pipeline: %d %s %v", resp.StatusCode, served, err)
+	}
+	var out, errb bytes.Buffer
+	env := Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }, Engines: toneEngines(nil)}
+	if code := Main(context.Background(), env, []string{"route", "--json", "--config", writeConfig(t, tonePipeline)}); code != 0 {
+		t.Fatalf("route --json: exit %d: %s", code, errb.String())
+	}
+	var a, b bytes.Buffer
+	if err := json.Compact(&a, served); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Compact(&b, out.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if a.String() != b.String() {
+		t.Errorf("route --json prints\n%s\nGET /v1/pipeline answers\n%s", b.String(), a.String())
 	}
 }

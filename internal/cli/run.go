@@ -1,5 +1,8 @@
 package cli
 
+// The run command: drive headless stage servers over streamed /v1/run
+// calls and write the audio as it arrives.
+
 import (
 	"context"
 	"encoding/json"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/flite/talker"
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/keyfile"
 	"github.com/omnistage/omnistage/internal/telemetry"
@@ -50,87 +54,118 @@ Exit status: 0 on success, 1 when a call fails, 2 on a usage error.
 `
 
 func runCoordinator(ctx context.Context, env Env, args []string) int {
+	c, status, ok := parseRun(env, args)
+	if !ok {
+		return status
+	}
+	return c.run(ctx, env)
+}
+
+// runCommand is a run command line, parsed and checked.
+type runCommand struct {
+	text       string
+	stages     map[int][]string // the servers of each stage id
+	numIDs     int              // the stage ids the --stage flags span
+	out        string           // "-" for standard output
+	timestamps bool
+	talker     talker.Params
+	apiKeyFile string
+	requestID  string
+	timeout    time.Duration // 0: no limit
+	hopTimeout time.Duration
+}
+
+// runUsage reports a usage error of run.
+func runUsage(env Env, format string, a ...any) int {
+	fmt.Fprintf(env.Stderr, "omnistage run: "+format+"\n", a...)
+	fmt.Fprintf(env.Stderr, "usage: omnistage %s\n", runSynopsis)
+	return ExitUsage
+}
+
+// parseRun parses and checks run's flags. When ok is false the command ends
+// with status.
+func parseRun(env Env, args []string) (c *runCommand, status int, ok bool) {
 	fs := newFlags(env, "run", runSynopsis)
 	base := fs.Usage
 	fs.Usage = func() {
 		base()
 		fmt.Fprint(env.Stderr, "\n", runHelp)
 	}
+	c = &runCommand{}
 	var stageFlags multiFlag
 	fs.Var(&stageFlags, "stage", "a stage's servers: `[ID=]URL[,URL...]`; repeat once per stage (see below)")
-	out := fs.String("o", "out.wav", "write the audio to `FILE` ('-' for standard output)")
-	timestamps := fs.Bool("timestamps", false, "also request word timestamps and print them as JSON to standard output")
+	fs.StringVar(&c.out, "o", "out.wav", "write the audio to `FILE` ('-' for standard output)")
+	fs.BoolVar(&c.timestamps, "timestamps", false, "also request word timestamps and print them as JSON to standard output")
 	voice := fs.String("voice", "", "stage 0's voice (sampling_params[0].voice)")
 	speed := fs.Float64("speed", 0, "stage 0's speaking rate, 1 is normal; 0 leaves the server's default (sampling_params[0].speed)")
-	apiKeyFile := fs.String("api-key-file", "", "send the API key in `FILE` as a bearer token")
-	requestID := fs.String("request-id", "", "the request id (default: the server generates one)")
-	timeout := fs.Duration("timeout", 0, "give up after this long (0: no limit)")
-	hopTimeout := fs.Duration("hop-timeout", hop.DefaultAnswerTimeout, "give up on a server whose answer has not begun after this long, and try the stage's next server if it has one (negative: wait forever)")
+	fs.StringVar(&c.apiKeyFile, "api-key-file", "", "send the API key in `FILE` as a bearer token")
+	fs.StringVar(&c.requestID, "request-id", "", "the request id (default: the server generates one)")
+	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long (0: no limit)")
+	fs.DurationVar(&c.hopTimeout, "hop-timeout", hop.DefaultAnswerTimeout, "give up on a server whose answer has not begun after this long, and try the stage's next server if it has one (negative: wait forever)")
 	pos, status, ok := parse(fs, args)
 	if !ok {
-		return status
+		return nil, status, false
 	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(env.Stderr, "omnistage run: "+format+"\n", a...)
-		fmt.Fprintf(env.Stderr, "usage: omnistage %s\n", runSynopsis)
-		return ExitUsage
+	var err error
+	if c.text, err = sayText(pos, env.Stdin); err != nil {
+		return nil, runUsage(env, "%v", err), false
 	}
-	text, err := sayText(pos, env.Stdin)
-	if err != nil {
-		return usageErr("%v", err)
+	if c.stages, c.numIDs, err = parseStageFlags(stageFlags); err != nil {
+		return nil, runUsage(env, "%v", err), false
 	}
-	stages, numIDs, err := parseStageFlags(stageFlags)
-	if err != nil {
-		return usageErr("%v", err)
+	if c.out == "-" && c.timestamps {
+		return nil, runUsage(env, "-o - and --timestamps both write to standard output; write the audio to a file"), false
 	}
-	if *out == "-" && *timestamps {
-		return usageErr("-o - and --timestamps both write to standard output; write the audio to a file")
-	}
+	c.talker = talkerFlags(*voice, *speed)
+	return c, ExitOK, true
+}
+
+// run drives the chain and reports.
+func (c *runCommand) run(ctx context.Context, env Env) int {
 	tracing, stopTracing, err := env.startTracing(ctx, "run", "run")
 	if err != nil {
-		return usageErr("%v", err)
+		return runUsage(env, "%v", err)
 	}
 	defer stopTracing()
 	client := &hop.Client{TracerProvider: tracing.TracerProvider()}
-	if *apiKeyFile != "" {
-		if client.APIKey, err = keyfile.Read(*apiKeyFile); err != nil {
-			return usageErr("--api-key-file: %v", err)
+	if c.apiKeyFile != "" {
+		if client.APIKey, err = keyfile.Read(c.apiKeyFile); err != nil {
+			return runUsage(env, "--api-key-file: %v", err)
 		}
 	}
-
-	req, err := runRequest(text, *requestID, *timestamps, numIDs, *voice, *speed)
+	req, err := runRequest(c.text, c.requestID, c.timestamps, c.numIDs, c.talker)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage run: %v\n", err)
 		return ExitFailure
 	}
-	if *timeout > 0 {
+	if c.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	sink, err := newAudioSink(env.Stdout, *out)
+	sink, err := newAudioSink(env.Stdout, c.out)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage run: %v\n", err)
 		return ExitFailure
 	}
 	start := time.Now()
 	var words []engine.Word
-	var text2 strings.Builder
+	var text strings.Builder
 	if tp := tracing.TracerProvider(); tp != nil {
 		// One span for the whole chain; each hop's call is its child.
 		var span trace.Span
-		ctx, span = tp.Tracer(telemetry.Name).Start(ctx, "omnistage run", trace.WithAttributes(attribute.Int("omnistage.stages", numIDs)))
+		ctx, span = tp.Tracer(telemetry.Name).Start(ctx, "omnistage run", trace.WithAttributes(attribute.Int("omnistage.stages", c.numIDs)))
 		defer span.End()
 	}
-	chain := &hop.Chain{Client: client, Stages: stages, AnswerTimeout: *hopTimeout, OnHop: func(h hop.Hop) { printHop(env.Stderr, h) }}
-	res, err := chain.Run(ctx, req, func(kind engine.Kind, c engine.Chunk) error {
+	chain := &hop.Chain{Client: client, Stages: c.stages, AnswerTimeout: c.hopTimeout, OnHop: func(h hop.Hop) { printHop(env.Stderr, h) }}
+	res, err := chain.Run(ctx, req, func(kind engine.Kind, ch engine.Chunk) error {
 		switch {
-		case c.Audio != nil:
-			return sink.write(c.Audio, start)
-		case c.Words != nil:
-			words = append(words, c.Words.Words...)
-		case c.Text != nil:
-			text2.WriteString(c.Text.Text)
+		case ch.Audio != nil:
+			return sink.write(ch.Audio, start)
+		case ch.Words != nil:
+			words = append(words, ch.Words.Words...)
+		case ch.Text != nil:
+			text.WriteString(ch.Text.Text)
 		}
 		return nil
 	})
@@ -142,7 +177,7 @@ func runCoordinator(ctx context.Context, env Env, args []string) int {
 		printRunError(env.Stderr, err)
 		return ExitFailure
 	}
-	return reportRun(env, res, sink, text2.String(), words, *timestamps, time.Since(start))
+	return reportRun(env, res, sink, text.String(), words, c.timestamps, time.Since(start))
 }
 
 // parseStageFlags turns the --stage flags into the servers of each stage
@@ -202,10 +237,10 @@ func checkStageURL(s string) error {
 	return nil
 }
 
-// runRequest builds stage 0's request. Voice and speed go to
+// runRequest builds stage 0's request. The talker params go to
 // sampling_params[0]; the array then has one entry per stage id the --stage
 // flags span, the way the server wants it.
-func runRequest(text, requestID string, timestamps bool, numIDs int, voice string, speed float64) (*hop.RunRequest, error) {
+func runRequest(text, requestID string, timestamps bool, numIDs int, tp talker.Params) (*hop.RunRequest, error) {
 	input, err := json.Marshal(hop.Prompt{Text: text})
 	if err != nil {
 		return nil, err
@@ -215,20 +250,9 @@ func runRequest(text, requestID string, timestamps bool, numIDs int, voice strin
 	if timestamps {
 		req.OutputModalities = []string{string(engine.KindAudio), string(engine.KindTimestamps)}
 	}
-	if voice != "" || speed != 0 {
-		p := map[string]any{}
-		if voice != "" {
-			p["voice"] = voice
-		}
-		if speed != 0 {
-			p["speed"] = speed
-		}
-		raw, err := json.Marshal(p)
-		if err != nil {
-			return nil, err
-		}
-		req.SamplingParams = make([]json.RawMessage, numIDs)
-		req.SamplingParams[0] = raw
+	req.SamplingParams, err = tp.SamplingParams(numIDs)
+	if err != nil {
+		return nil, err
 	}
 	return req, nil
 }

@@ -1,5 +1,8 @@
 package cli
 
+// The say command: speak a text with a pipeline built in this process,
+// and write its audio, word timestamps and captions.
+
 import (
 	"bytes"
 	"context"
@@ -17,6 +20,7 @@ import (
 	"github.com/omnistage/omnistage/internal/audio/encode"
 	"github.com/omnistage/omnistage/internal/captions"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/flite/talker"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
@@ -27,68 +31,105 @@ import (
 const MaxSayInput = 1 << 20
 
 func say(ctx context.Context, env Env, args []string) int {
-	fs := newFlags(env, "say", "say [--config F] [--voice V] [--speed S] [--timestamps] [--captions F] [-o out.wav] [--format F] TEXT   (TEXT '-' reads stdin)")
-	config := fs.String("config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline)")
-	voice := fs.String("voice", "", "voice of the talker stage (slt, rms, awb; kal16 needs a diphone pipeline)")
-	speed := fs.Float64("speed", 0, "speaking rate, 0.25 to 4 (1 is normal)")
-	stamps := fs.Bool("timestamps", false, "also align the audio and print word timestamps as JSON on stdout")
-	outPath := fs.String("o", "out.wav", "write the audio here ('-' for stdout), in the format its extension names (mp3, opus, aac, flac, wav, pcm)")
-	format := fs.String("format", "", "audio format, whatever -o's extension: mp3, opus, aac, flac, wav or pcm (default: by extension, else wav)")
-	captionsPath := fs.String("captions", "", "also write captions of the audio here: WebVTT for .vtt, SubRip for .srt")
-	verbose := fs.Bool("v", false, "log the pipeline's start-up")
-	pos, status, ok := parse(fs, args)
+	c, status, ok := parseSay(env, args)
 	if !ok {
 		return status
 	}
+	return c.run(ctx, env)
+}
+
+// sayCommand is a say command line, parsed and checked, with its pipeline
+// loaded.
+type sayCommand struct {
+	cfg           *pipeline.Config
+	req           orchestrator.Request
+	stamps        bool   // print the word timestamps on stdout
+	outPath       string // "-" for stdout
+	audioFormat   string
+	captionsPath  string // "" for none
+	captionFormat string
+	logLevel      slog.Level
+}
+
+// sayUsage reports a usage error of say.
+func sayUsage(env Env, err error) int {
+	fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
+	return ExitUsage
+}
+
+// parseSay parses and checks say's flags and loads the pipeline. When ok
+// is false the command ends with status.
+func parseSay(env Env, args []string) (c *sayCommand, status int, ok bool) {
+	fs := newFlags(env, "say", "say [--config F] [--voice V] [--speed S] [--timestamps] [--captions F] [-o out.wav] [--format F] TEXT   (TEXT '-' reads stdin)")
+	config := fs.String("config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline)")
+	voice := fs.String("voice", "", "voice of the talker stage (slt, rms, awb; kal16 needs a diphone pipeline)")
+	speed := fs.Float64("speed", 0, fmt.Sprintf("speaking rate, %g to %g (1 is normal)", talker.MinSpeed, talker.MaxSpeed))
+	c = &sayCommand{logLevel: slog.LevelWarn}
+	fs.BoolVar(&c.stamps, "timestamps", false, "also align the audio and print word timestamps as JSON on stdout")
+	fs.StringVar(&c.outPath, "o", "out.wav", "write the audio here ('-' for stdout), in the format its extension names (mp3, opus, aac, flac, wav, pcm)")
+	format := fs.String("format", "", "audio format, whatever -o's extension: mp3, opus, aac, flac, wav or pcm (default: by extension, else wav)")
+	fs.StringVar(&c.captionsPath, "captions", "", "also write captions of the audio here: WebVTT for .vtt, SubRip for .srt")
+	verbose := fs.Bool("v", false, "log the pipeline's start-up")
+	pos, status, ok := parse(fs, args)
+	if !ok {
+		return nil, status, false
+	}
+	if *verbose {
+		c.logLevel = slog.LevelDebug
+	}
 	text, err := sayText(pos, env.Stdin)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
-		return ExitUsage
+		return nil, sayUsage(env, err), false
 	}
-	if *outPath == "-" && *stamps {
-		fmt.Fprintln(env.Stderr, "omnistage say: -o - and --timestamps would both write to stdout; give -o a file")
-		return ExitUsage
+	if c.outPath == "-" && c.stamps {
+		return nil, sayUsage(env, errors.New("-o - and --timestamps would both write to stdout; give -o a file")), false
 	}
-	audioFormat, err := outputFormat(*format, *outPath)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
-		return ExitUsage
+	if c.audioFormat, err = outputFormat(*format, c.outPath); err != nil {
+		return nil, sayUsage(env, err), false
 	}
-	captionFormat := ""
-	if *captionsPath != "" {
-		captionFormat = strings.TrimPrefix(strings.ToLower(filepath.Ext(*captionsPath)), ".")
-		if !slices.Contains(captions.Formats, captionFormat) {
-			fmt.Fprintf(env.Stderr, "omnistage say: --captions %s: name a .vtt or .srt file\n", *captionsPath)
-			return ExitUsage
+	if c.captionsPath != "" {
+		c.captionFormat = strings.TrimPrefix(strings.ToLower(filepath.Ext(c.captionsPath)), ".")
+		if !slices.Contains(captions.Formats, c.captionFormat) {
+			return nil, sayUsage(env, fmt.Errorf("--captions %s: name a .vtt or .srt file", c.captionsPath)), false
 		}
 	}
-	cfg, err := env.loadConfig(*config)
-	if err != nil {
+	if c.cfg, err = env.loadConfig(*config); err != nil {
 		printConfigError(env.Stderr, err)
-		return ExitUsage
+		return nil, ExitUsage, false
 	}
-	params, err := talkerParams(cfg, *voice, *speed)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
-		return ExitUsage
+	c.req = orchestrator.Request{Prompt: engine.Prompt{Text: text}, Modalities: []string{string(engine.KindAudio)}}
+	if c.stamps || c.captionFormat != "" {
+		c.req.Modalities = append(c.req.Modalities, string(engine.KindTimestamps))
 	}
-	modalities := []string{string(engine.KindAudio)}
-	if *stamps || captionFormat != "" {
-		modalities = append(modalities, string(engine.KindTimestamps))
+	if *speed != 0 && !talker.SpeedOK(*speed) {
+		return nil, sayUsage(env, fmt.Errorf("--speed %g is out of range: use %g to %g", *speed, talker.MinSpeed, talker.MaxSpeed)), false
 	}
+	if c.req.Params, err = talkerFlags(*voice, *speed).SamplingParams(c.cfg.Route.NumIDs()); err != nil {
+		return nil, sayUsage(env, err), false
+	}
+	return c, ExitOK, true
+}
 
-	logLevel := slog.LevelWarn
-	if *verbose {
-		logLevel = slog.LevelDebug
+// talkerFlags are the talker params of the --voice and --speed flags,
+// where "" and 0 leave the stage's own.
+func talkerFlags(voice string, speed float64) talker.Params {
+	p := talker.Params{Voice: voice}
+	if speed != 0 {
+		p.Speed = &speed
 	}
-	o, stop, err := env.startLocal(ctx, "say", cfg, payload.NewCodec(nil), logLevel)
+	return p
+}
+
+// run speaks the text and writes the outputs.
+func (c *sayCommand) run(ctx context.Context, env Env) int {
+	o, stop, err := env.startLocal(ctx, "say", c.cfg, payload.NewCodec(nil), c.logLevel)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
 		return ExitFailure
 	}
 	defer stop()
 	start := time.Now()
-	result, err := synthesize(ctx, o, orchestrator.Request{Prompt: engine.Prompt{Text: text}, Modalities: modalities, Params: params})
+	result, err := synthesize(ctx, o, c.req)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
 		if orchestrator.CodeOf(err) == orchestrator.CodeBadRequest {
@@ -96,26 +137,21 @@ func say(ctx context.Context, env Env, args []string) int {
 		}
 		return ExitFailure
 	}
-	if err := writeAudio(env, *outPath, audioFormat, result.audio); err != nil {
+	if err := writeAudio(env, c.outPath, c.audioFormat, result.audio); err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
 		return ExitFailure
 	}
-	if captionFormat != "" {
-		var b bytes.Buffer
-		err := captions.Write(&b, captionFormat, captions.Cues(text, result.words))
-		if err == nil {
-			err = os.WriteFile(*captionsPath, b.Bytes(), 0o644)
-		}
-		if err != nil {
+	if c.captionFormat != "" {
+		if err := c.writeCaptions(result.words); err != nil {
 			fmt.Fprintf(env.Stderr, "omnistage say: captions: %v\n", err)
 			return ExitFailure
 		}
 	}
 	seconds := float64(len(result.audio.Samples)) / float64(result.audio.SampleRate)
-	if *outPath != "-" {
-		fmt.Fprintf(env.Stderr, "wrote %s: %.2f s of %d Hz audio in %.2f s\n", *outPath, seconds, result.audio.SampleRate, time.Since(start).Seconds())
+	if c.outPath != "-" {
+		fmt.Fprintf(env.Stderr, "wrote %s: %.2f s of %d Hz audio in %.2f s\n", c.outPath, seconds, result.audio.SampleRate, time.Since(start).Seconds())
 	}
-	if *stamps {
+	if c.stamps {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		words := result.words
@@ -127,6 +163,15 @@ func say(ctx context.Context, env Env, args []string) int {
 		}
 	}
 	return ExitOK
+}
+
+// writeCaptions writes the captions of the spoken text.
+func (c *sayCommand) writeCaptions(words []engine.Word) error {
+	var b bytes.Buffer
+	if err := captions.Write(&b, c.captionFormat, captions.Cues(c.req.Prompt.Text, words)); err != nil {
+		return err
+	}
+	return os.WriteFile(c.captionsPath, b.Bytes(), 0o644)
 }
 
 // sayText returns the text to speak: the arguments, or stdin for "-".
@@ -149,31 +194,6 @@ func sayText(pos []string, stdin io.Reader) (string, error) {
 		return "", errors.New("the text is empty")
 	}
 	return text, nil
-}
-
-// talkerParams builds a sampling_params array with the voice and speed for
-// the route's entry stage (stage 0), or nil when neither is set.
-func talkerParams(cfg *pipeline.Config, voice string, speed float64) ([]json.RawMessage, error) {
-	p := map[string]any{}
-	if voice != "" {
-		p["voice"] = voice
-	}
-	if speed != 0 {
-		if speed < 0.25 || speed > 4 {
-			return nil, fmt.Errorf("--speed %g is out of range: use 0.25 to 4", speed)
-		}
-		p["speed"] = speed
-	}
-	if len(p) == 0 {
-		return nil, nil
-	}
-	raw, err := json.Marshal(p)
-	if err != nil {
-		return nil, err
-	}
-	params := make([]json.RawMessage, cfg.Route.NumIDs())
-	params[0] = raw
-	return params, nil
 }
 
 type sayResult struct {

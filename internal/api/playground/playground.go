@@ -8,8 +8,8 @@
 // HTML, JavaScript and CSS with no build step, embedded in the binary. It
 // requests nothing but the server that served it (the API's JSON and SSE
 // endpoints, with the API key the user typed, kept in the page's memory
-// only). Package api serves Files; its doc lists the endpoints the page
-// calls.
+// only). Package api serves Files; docs/api.md describes the endpoints the
+// page calls.
 //
 // For tests the page keeps its counters in window.omnistagePlayground:
 // ready, state, samplesReceived, samplesScheduled, samplesPlayed,

@@ -1,5 +1,8 @@
 package flite
 
+// The flite-talker engine: text in, frames or segments out, one chunk per
+// sentence.
+
 import (
 	"context"
 	"encoding/json"
@@ -8,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engines/flite/talker"
 )
 
 // Talker is the flite-talker engine: text in, one frames (clustergen voices)
@@ -19,24 +23,6 @@ type Talker struct {
 var (
 	_ engine.Engine        = (*Talker)(nil)
 	_ engine.ParamsChecker = (*Talker)(nil)
-)
-
-// TalkerParams are the talker's per-request sampling params.
-type TalkerParams struct {
-	// Voice overrides the stage's voice for this request. It must produce
-	// the stage's output kind: a clustergen stage cannot switch to kal16.
-	Voice string `json:"voice,omitempty"`
-	// Speed scales the speaking rate: 1 is flite's normal pace, 2 is twice
-	// as fast (half the duration), 0.5 half as fast. It maps to flite's
-	// duration_stretch = voice default / speed. Range [0.25, 4], as in
-	// OpenAI's speech API; absent means 1.
-	Speed *float64 `json:"speed,omitempty"`
-}
-
-// MinSpeed and MaxSpeed bound TalkerParams.Speed.
-const (
-	MinSpeed = 0.25
-	MaxSpeed = 4
 )
 
 // options are the flite engines' deploy options.
@@ -91,7 +77,7 @@ type request struct {
 }
 
 func (t *Talker) params(raw json.RawMessage) (request, error) {
-	var p TalkerParams
+	var p talker.Params
 	if err := engine.DecodeParams(raw, &p); err != nil {
 		return request{}, err
 	}
@@ -108,8 +94,8 @@ func (t *Talker) params(raw json.RawMessage) (request, error) {
 	}
 	switch {
 	case p.Speed == nil || *p.Speed == 1:
-	case !(*p.Speed >= MinSpeed && *p.Speed <= MaxSpeed):
-		return request{}, &engine.ParamError{Field: "speed", Reason: fmt.Sprintf("%g is outside [%g, %g]", *p.Speed, float64(MinSpeed), float64(MaxSpeed))}
+	case !talker.SpeedOK(*p.Speed):
+		return request{}, &engine.ParamError{Field: "speed", Reason: fmt.Sprintf("%g is outside [%g, %g]", *p.Speed, talker.MinSpeed, talker.MaxSpeed)}
 	default:
 		r.stretch = r.voice.durStretch / float32(*p.Speed)
 	}
