@@ -18,12 +18,12 @@ import (
 	"unsafe"
 
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/membudget"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
@@ -63,9 +63,11 @@ type ServerOptions struct {
 	WriteTimeout time.Duration
 	// TracerProvider, when set, traces each call (see trace.go).
 	TracerProvider trace.TracerProvider
-	// MaxBodyMemory bounds the bytes of the JSON bodies of the calls in
-	// progress (see bodyBudget); 0 means DefaultBodyMemoryFactor times
-	// MaxBody.
+	// MaxBodyMemory bounds the bytes that the calls in progress hold at
+	// once for their JSON bodies and for the stream frames longer than
+	// payload.ReserveMin that they read; a call that cannot take its part
+	// within BodyReadTimeout is refused as overloaded (503). 0 means
+	// DefaultBodyMemoryFactor times MaxBody.
 	MaxBodyMemory int64
 }
 
@@ -86,8 +88,8 @@ type Server struct {
 	digest [32]byte
 	opts   ServerOptions
 	log    *slog.Logger
-	tracer trace.Tracer // nil when tracing is off
-	bodies *semaphore.Weighted
+	tracer trace.Tracer      // nil when tracing is off
+	bodies *membudget.Budget // of JSON bodies and big stream frames
 }
 
 // NewServer returns the /v1/run server of o.
@@ -118,7 +120,7 @@ func NewServer(o *orchestrator.Orchestrator, opts ServerOptions) (*Server, error
 	}
 	opts.MaxBodyMemory = max(opts.MaxBodyMemory, opts.MaxBody) // one body always fits
 	srv := &Server{orch: o, cfg: cfg, codec: opts.Codec, digest: cfg.Digest(), opts: opts, log: opts.Logger,
-		bodies: semaphore.NewWeighted(opts.MaxBodyMemory)}
+		bodies: membudget.New(opts.MaxBodyMemory, opts.BodyReadTimeout)}
 	if opts.TracerProvider != nil {
 		srv.tracer = opts.TracerProvider.Tracer(telemetry.Name)
 	}
@@ -344,7 +346,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, start time.
 	defer cancel(nil)
 	// Big frames take their memory from the bodies' budget (the small
 	// frames of audio never do).
-	sr.SetReserve(func(n int) (func(), error) { return s.reserve(r.Context(), int64(n), "frames") })
+	sr.SetBudget(r.Context(), s.bodies, "/v1/run frames")
 	input := readFrames(sr, body, s.cfg.Deploy.StreamBuffer, func(err error) {
 		cancel(fmt.Errorf("the caller went away: %w", err))
 	})
@@ -718,7 +720,7 @@ func readFrames(sr *payload.StreamReader, body *bodyReader, n int, gone func(err
 			c, err := sr.Next()
 			if err != nil {
 				var pe *payload.Error
-				var busy *orchestrator.Error
+				var busy *membudget.BusyError
 				if !errors.Is(err, io.EOF) && !errors.As(err, &busy) && (!errors.As(err, &pe) || pe.Code == payload.CodeTruncated) {
 					gone(err)
 				}
@@ -775,22 +777,5 @@ func (s *Server) reserveBody(r *http.Request) (release func(), err error) {
 	if n < 0 || n > s.opts.MaxBody {
 		n = s.opts.MaxBody // a longer body is refused as it is read
 	}
-	return s.reserve(r.Context(), max(n, 1), "bodies")
-}
-
-// reserve takes n bytes from the budget of bodies and big stream frames,
-// waiting at most the body read timeout.
-func (s *Server) reserve(ctx context.Context, n int64, what string) (release func(), err error) {
-	n = min(n, s.opts.MaxBodyMemory)
-	if !s.bodies.TryAcquire(n) {
-		wctx, cancel := context.WithTimeout(ctx, s.opts.BodyReadTimeout)
-		defer cancel()
-		if err := s.bodies.Acquire(wctx, n); err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, &orchestrator.Error{Code: orchestrator.CodeOverloaded, Msg: fmt.Sprintf("server busy: the /v1/run %s in progress hold all of its %d MiB for them; retry later", what, s.opts.MaxBodyMemory>>20)}
-		}
-	}
-	return func() { s.bodies.Release(n) }, nil
+	return s.bodies.Take(r.Context(), max(n, 1), "/v1/run bodies")
 }

@@ -2,6 +2,7 @@ package payload
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/membudget"
 )
 
 // StreamVersion is the payload stream format this package writes and the
@@ -308,25 +310,35 @@ type StreamReader struct {
 	buf     *[]byte     // the body of the current frame
 	err     error
 
-	reserve func(n int) (release func(), err error) // see SetReserve
-	release func()                                  // of the current frame's reservation
+	budget  frameBudget // see SetBudget
+	release func()      // gives back the current frame's part of the budget
 }
 
-// ReserveMin is the longest frame body a StreamReader reads without a
-// reservation (SetReserve): a frame of audio is about 3 KB.
+// frameBudget is where a StreamReader takes the memory of its big frames.
+type frameBudget struct {
+	b    *membudget.Budget // nil: none
+	ctx  context.Context   // ends the wait for memory
+	what string            // the frames, as b's busy error names them
+}
+
+// ReserveMin is the longest frame body a StreamReader reads without taking
+// its memory from its budget (SetBudget): a frame of audio is about 3 KB.
 const ReserveMin = 1 << 20
 
-// SetReserve makes s call reserve with a frame's length before it reads a
-// frame body longer than ReserveMin bytes, so that a server can bound the
-// memory of the big frames all its streams read at once. The release
-// reserve returns is called when the next frame is read, or by Release.
-// An error from reserve ends the stream with that error.
-func (s *StreamReader) SetReserve(reserve func(n int) (release func(), err error)) {
-	s.reserve = reserve
+// SetBudget makes s take the memory of each frame body longer than
+// ReserveMin bytes from b before it reads the body, so that a server
+// bounds the memory of the big frames all its streams read at once. what
+// names the frames in b's busy error ("/v1/run frames"), and the wait for
+// memory ends with ctx. A frame's part is given back when the next frame
+// is read, or by Release. A refusal (a *membudget.BusyError, or ctx's
+// error) ends the stream with that error.
+func (s *StreamReader) SetBudget(ctx context.Context, b *membudget.Budget, what string) {
+	s.budget = frameBudget{b: b, ctx: ctx, what: what}
 }
 
-// Release gives back the reservation of the frame read last, if any. Call
-// it once done with the reader; it must not run at the same time as Next.
+// Release gives back the budget's part of the frame read last, if any.
+// Call it once done with the reader; it must not run at the same time as
+// Next.
 func (s *StreamReader) Release() {
 	if s.release != nil {
 		s.release()
@@ -581,8 +593,8 @@ func (s *StreamReader) readFrame() (FrameKind, []byte, error) {
 		total += tagLen
 	}
 	s.Release()
-	if s.reserve != nil && total > ReserveMin {
-		release, err := s.reserve(total)
+	if s.budget.b != nil && total > ReserveMin {
+		release, err := s.budget.b.Take(s.budget.ctx, int64(total), s.budget.what)
 		if err != nil {
 			return 0, nil, err
 		}
