@@ -145,6 +145,35 @@ func (s *Server) parseEntry(r *http.Request, req *RunRequest, in []byte) (*call,
 	return &call{stage: entryStage, id: id, env: env, sel: sel, input: engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: prompt.Text}})}, nil
 }
 
+// parseStream reads the header of a streamed call's request body and
+// checks it against this server: a hand-off addressed to a stage this
+// server runs, without carried outputs, from the stage's upstream on the
+// request's route.
+func (s *Server) parseStream(sr *payload.StreamReader) (*call, error) {
+	kind, env, err := sr.Header(nil)
+	if err != nil {
+		return nil, err
+	}
+	if kind != payload.FrameHandOff {
+		return nil, badPayload("a /v1/run request stream starts with a hand-off header; this one starts with a result header")
+	}
+	stage := env.To
+	if err := s.checkStage(stage); err != nil {
+		return nil, err
+	}
+	if err := sr.Check(s.expect(stage)); err != nil {
+		return nil, err
+	}
+	if len(env.Carried) > 0 {
+		return nil, badPayload("a streamed payload carries no outputs: a coordinator keeps the outputs it sees pass (see the X-Omnistage-Output header)")
+	}
+	sel, err := s.checkRoute(stage, env)
+	if err != nil {
+		return nil, err
+	}
+	return &call{stage: stage, id: env.RequestID, env: env, sel: sel}, nil
+}
+
 // RequestID returns the caller's request id: the body's field or the
 // X-Request-Id header ("" to have one generated). Both may be given only
 // when they agree.

@@ -31,28 +31,10 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, start time.
 	body := &bodyReader{r: r.Body, rc: rc, idle: s.opts.BodyReadTimeout}
 	defer body.finish()
 	sr := s.codec.NewStreamReader(body)
-	kind, env, err := sr.Header(nil)
+	c, err := s.parseStream(sr)
 	if err != nil {
 		return err
 	}
-	if kind != payload.FrameHandOff {
-		return badPayload("a /v1/run request stream starts with a hand-off header; this one starts with a result header")
-	}
-	stage := env.To
-	if err := s.checkStage(stage); err != nil {
-		return err
-	}
-	if err := sr.Check(s.expect(stage)); err != nil {
-		return err
-	}
-	if len(env.Carried) > 0 {
-		return badPayload("a streamed payload carries no outputs: a coordinator keeps the outputs it sees pass (see the X-Omnistage-Output header)")
-	}
-	sel, err := s.checkRoute(stage, env)
-	if err != nil {
-		return err
-	}
-	c := &call{stage: stage, id: env.RequestID, env: env, sel: sel}
 	r, end := s.traced(r, c, start, true)
 	defer func() { end(err) }()
 	// The hop ends when its caller goes away, even while its stage reads
@@ -92,30 +74,10 @@ func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, c *call) er
 		return err
 	}
 	defer st.Close()
-	_, spec := s.cfg.StageSpec(c.stage, 0)
-	final := c.stage == c.sel.Final
-	var head *payload.Envelope
-	kind := payload.FrameResult
-	h := w.Header()
-	if final {
-		head = c.env.Next(c.stage, nil, false)
-		h.Set(HeaderStage, strconv.Itoa(c.stage))
-	} else {
-		next, ok := c.sel.Next(c.stage)
-		if !ok {
-			return fmt.Errorf("hop: stage %d has no successor on the selection %v", c.stage, c.sel.Stages)
-		}
-		head, kind = c.env.Next(next, nil, false), payload.FrameHandOff
-		h.Set(HeaderStage, strconv.Itoa(next))
+	kind, head, err := s.streamHead(w.Header(), c)
+	if err != nil {
+		return err
 	}
-	head.Carried = nil
-	h.Set(HeaderFinished, strconv.FormatBool(final))
-	if c.sel.Returns(c.stage) {
-		h.Set(HeaderOutput, string(spec.Output))
-	}
-	h.Set("Content-Type", ContentType)
-	h.Set("X-Request-Id", c.env.RequestID)
-	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	out := httpbody.NewWriter(w, s.opts.WriteTimeout)
 	defer out.Done()
@@ -124,14 +86,50 @@ func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, c *call) er
 		return nil
 	}
 	sw := s.codec.NewStreamWriter(out)
-	if err := sw.Header(kind, head); err != nil {
+	err = sw.Header(kind, head)
+	if err == nil {
+		err = out.Flush()
+	}
+	if err != nil {
 		s.streamFailed(r, c, err)
 		return nil
 	}
-	if err := out.Flush(); err != nil {
-		s.streamFailed(r, c, err)
-		return nil
+	s.pump(r, c, st, sw, out)
+	return nil
+}
+
+// streamHead sets the headers of c's streamed answer and returns the
+// header frame of its stream: a hand-off to the next stage, or the result
+// of the final one. It sets nothing when it fails.
+func (s *Server) streamHead(h http.Header, c *call) (payload.FrameKind, *payload.Envelope, error) {
+	final := c.stage == c.sel.Final
+	kind, to := payload.FrameResult, c.stage
+	if !final {
+		next, ok := c.sel.Next(c.stage)
+		if !ok {
+			return 0, nil, fmt.Errorf("hop: stage %d has no successor on the selection %v", c.stage, c.sel.Stages)
+		}
+		kind, to = payload.FrameHandOff, next
 	}
+	head := c.env.Next(to, nil, false)
+	head.Carried = nil
+	h.Set(HeaderStage, strconv.Itoa(to))
+	h.Set(HeaderFinished, strconv.FormatBool(final))
+	if c.sel.Returns(c.stage) {
+		_, spec := s.cfg.StageSpec(c.stage, 0)
+		h.Set(HeaderOutput, string(spec.Output))
+	}
+	h.Set("Content-Type", ContentType)
+	h.Set("X-Request-Id", c.env.RequestID)
+	h.Set("X-Accel-Buffering", "no")
+	return kind, head, nil
+}
+
+// pump writes the stage's outputs to sw as data frames, flushing whenever
+// no further output waits, then the end frame. A failure is logged; when
+// the stage failed, or a frame could not be made, an error frame ends the
+// stream.
+func (s *Server) pump(r *http.Request, c *call, st *orchestrator.Stream, sw *payload.StreamWriter, out *httpbody.Writer) {
 	for {
 		o, err := st.Recv(r.Context())
 		if errors.Is(err, io.EOF) {
@@ -142,7 +140,7 @@ func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, c *call) er
 			if err != nil {
 				s.streamFailed(r, c, err)
 			}
-			return nil
+			return
 		}
 		if err == nil {
 			err = sw.Data(&o.Chunk)
@@ -157,7 +155,7 @@ func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, c *call) er
 			if sw.Fail(&payload.StreamError{Status: status, Code: code, Message: err.Error()}) == nil {
 				_ = out.Flush()
 			}
-			return nil
+			return
 		}
 	}
 }
