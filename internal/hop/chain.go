@@ -1,5 +1,9 @@
 package hop
 
+// Chain, a coordinator's side of streamed /v1/run calls: Run drives one
+// request through the stage servers, piping each answer into the next
+// call as it arrives, and reports every call.
+
 import (
 	"bytes"
 	"context"
@@ -280,22 +284,6 @@ func (c *Chain) read(call *callInfo, a *Answer, next io.Writer, out OutputFunc) 
 	}
 }
 
-// answerError types an error reading an answer's stream: an error frame
-// becomes an *HTTPError, as if the server had answered with its status; a
-// stream that is not what it should be stays a *payload.Error; a stream
-// cut short, or a failed read, is a *TransportError (the connection broke).
-func answerError(err error) error {
-	var se *payload.StreamError
-	if errors.As(err, &se) {
-		return &HTTPError{Status: se.Status, Code: se.Code, Message: se.Message}
-	}
-	var pe *payload.Error
-	if errors.As(err, &pe) && pe.Code != payload.CodeTruncated {
-		return err
-	}
-	return &TransportError{Err: err}
-}
-
 func (c *Chain) onHop(h Hop) {
 	if c.OnHop == nil {
 		return
@@ -303,141 +291,6 @@ func (c *Chain) onHop(h Hop) {
 	c.report.Lock()
 	defer c.report.Unlock()
 	c.OnHop(h)
-}
-
-// open makes one hop's call to a server of stage, retrying as the Chain's
-// doc says, and returns its answer.
-func (c *Chain) open(ctx context.Context, stage int, input *replayReader, contentType string) (*Answer, *callInfo, error) {
-	urls := c.Stages[stage]
-	if len(urls) == 0 {
-		return nil, nil, &NoServerError{Stage: stage}
-	}
-	client := c.Client
-	if client == nil {
-		client = &Client{}
-	}
-	attempts := c.Attempts
-	if attempts <= 0 {
-		attempts = len(urls) + 1
-	}
-	start := c.start(stage, len(urls))
-	var last error
-	for a := range attempts {
-		if a >= len(urls) {
-			if err := sleep(ctx, c.pause(a/len(urls), last)); err != nil {
-				return nil, nil, fmt.Errorf("hop: stage %d: %w", stage, err)
-			}
-		}
-		u := urls[(start+a)%len(urls)]
-		call := &callInfo{hop: Hop{Stage: stage, URL: u, Attempt: a + 1}, start: time.Now()}
-		ans, err := c.openOne(ctx, client, u, input.attempt(), contentType)
-		if err == nil {
-			input.stopRecording()
-			return ans, call, nil
-		}
-		h := call.hop
-		h.Duration, h.Err = time.Since(call.start), err
-		h.Retrying = a+1 < attempts && Retryable(err) && ctx.Err() == nil && input.replayable()
-		if h.Retrying {
-			h.RetryURL = urls[(start+a+1)%len(urls)]
-		}
-		c.onHop(h)
-		if ctx.Err() != nil {
-			return nil, nil, fmt.Errorf("hop: stage %d: %w", stage, context.Cause(ctx))
-		}
-		if !h.Retrying {
-			return nil, nil, &StageError{Stage: stage, URL: u, Attempts: a + 1, Err: err}
-		}
-		last = err
-	}
-	panic("unreachable") // the last attempt never retries
-}
-
-// openOne makes one call, bounded by AnswerTimeout until its answer
-// begins. A call that times out is a *TransportError (retryable); the
-// answer's body, once it has begun, is not bounded.
-func (c *Chain) openOne(ctx context.Context, client *Client, u string, body io.Reader, contentType string) (*Answer, error) {
-	limit := c.AnswerTimeout
-	if limit == 0 {
-		limit = DefaultAnswerTimeout
-	}
-	if limit < 0 {
-		return client.Open(ctx, u, body, contentType)
-	}
-	callCtx, cancel := context.WithCancelCause(ctx)
-	t := time.AfterFunc(limit, func() {
-		cancel(fmt.Errorf("no answer within %s (a hung or stopped server?)", limit))
-	})
-	ans, err := client.Open(callCtx, u, body, contentType)
-	if !t.Stop() && ctx.Err() == nil {
-		// The timer fired: the call's own error is the cancellation.
-		if err == nil {
-			ans.Body.Close()
-		}
-		cancel(nil)
-		return nil, &TransportError{Err: context.Cause(callCtx)}
-	}
-	if err != nil {
-		cancel(nil)
-		return nil, err
-	}
-	ans.Body = &cancelOnClose{ReadCloser: ans.Body, cancel: func() { cancel(nil) }}
-	return ans, nil
-}
-
-// cancelOnClose ends a call's context when its answer's body is closed.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel func()
-}
-
-func (b *cancelOnClose) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
-}
-
-// start returns the index of the URL a hop to stage starts at, and moves
-// the stage's next start on.
-func (c *Chain) start(stage, n int) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.next == nil {
-		c.next = map[int]int{}
-	}
-	i := c.next[stage] % n
-	c.next[stage] = (i + 1) % n
-	return i
-}
-
-// pause returns the wait before a call of the given pass (1 for the second
-// pass over a stage's URLs), after the error last.
-func (c *Chain) pause(pass int, last error) time.Duration {
-	d := c.Backoff
-	if d <= 0 {
-		d = DefaultBackoff
-	}
-	ceiling := c.MaxBackoff
-	if ceiling <= 0 {
-		ceiling = DefaultMaxBackoff
-	}
-	d <<= min(pass-1, 16)
-	var he *HTTPError
-	if errors.As(last, &he) && he.RetryAfter > d {
-		d = he.RetryAfter
-	}
-	return min(d, ceiling)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }
 
 // countingReader counts the bytes read through it.
@@ -449,109 +302,5 @@ type countingReader struct {
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
-	return n, err
-}
-
-// replayReader is a hop's input, read by one call after another: until a
-// call's answer arrives it records what calls read, so that the next call
-// of the hop reads it again before the rest. Only the latest call may
-// read; an earlier one, which the transport may still be reading for, gets
-// an error, and what its read under way brings is kept for the latest.
-type replayReader struct {
-	src    io.Reader
-	readMu sync.Mutex // one read of src at a time; held while it blocks
-
-	mu        sync.Mutex // guards the rest; never held while src blocks
-	buf       []byte     // what calls read of src, while recording
-	recording bool
-	current   *replayCall
-	srcErr    error
-}
-
-func newReplayReader(src io.Reader) *replayReader {
-	return &replayReader{src: src, recording: true}
-}
-
-// attempt returns the reader of a new call: it reads what the calls before
-// it read, then the rest of the input.
-func (r *replayReader) attempt() io.Reader {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.current = &replayCall{r: r}
-	return r.current
-}
-
-// stopRecording ends the recording: the latest call got its answer.
-func (r *replayReader) stopRecording() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recording = false
-}
-
-// replayable reports whether a new call can read the input from its start.
-func (r *replayReader) replayable() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.recording
-}
-
-var errStaleCall = errors.New("hop: the input moved on to a later call")
-
-type replayCall struct {
-	r   *replayReader
-	off int // bytes of r.buf read
-}
-
-// fromBuf hands c what is recorded and c has not read yet; ok is false
-// when there is nothing, and c must read src. Call it with r.mu held.
-func (c *replayCall) fromBuf(p []byte) (n int, ok bool, err error) {
-	r := c.r
-	if r.current != c {
-		return 0, true, errStaleCall
-	}
-	if c.off < len(r.buf) {
-		n = copy(p, r.buf[c.off:])
-		c.off += n
-		if c.off == len(r.buf) && !r.recording {
-			r.buf, c.off = nil, 0
-		}
-		return n, true, nil
-	}
-	if r.srcErr != nil {
-		return 0, true, r.srcErr
-	}
-	return 0, false, nil
-}
-
-func (c *replayCall) Read(p []byte) (int, error) {
-	r := c.r
-	r.mu.Lock()
-	n, ok, err := c.fromBuf(p)
-	r.mu.Unlock()
-	if ok {
-		return n, err
-	}
-	r.readMu.Lock()
-	defer r.readMu.Unlock()
-	// A read that was blocked when this call began may have brought data.
-	r.mu.Lock()
-	n, ok, err = c.fromBuf(p)
-	r.mu.Unlock()
-	if ok {
-		return n, err
-	}
-	n, err = r.src.Read(p)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.srcErr = err
-	switch {
-	case r.current != c:
-		// This call went stale while it read: the latest one gets it.
-		r.buf = append(r.buf, p[:n]...)
-		return 0, errStaleCall
-	case r.recording:
-		r.buf = append(r.buf, p[:n]...)
-		c.off += n
-	}
 	return n, err
 }

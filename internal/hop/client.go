@@ -18,6 +18,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/telemetry"
 )
 
@@ -310,6 +311,22 @@ func (c *Client) Probe(ctx context.Context, base, path string) error {
 func transportError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("hop: %w", ctx.Err())
+	}
+	return &TransportError{Err: err}
+}
+
+// answerError types an error reading an answer's stream: an error frame
+// becomes an *HTTPError, as if the server had answered with its status; a
+// stream that is not what it should be stays a *payload.Error; a stream
+// cut short, or a failed read, is a *TransportError (the connection broke).
+func answerError(err error) error {
+	var se *payload.StreamError
+	if errors.As(err, &se) {
+		return &HTTPError{Status: se.Status, Code: se.Code, Message: se.Message}
+	}
+	var pe *payload.Error
+	if errors.As(err, &pe) && pe.Code != payload.CodeTruncated {
+		return err
 	}
 	return &TransportError{Err: err}
 }
