@@ -153,15 +153,6 @@ type OutputFunc func(kind engine.Kind, c engine.Chunk) error
 // handed to out, or at the first failure (a *StageError names the hop),
 // or when ctx ends; it ends every call it started before returning.
 func (c *Chain) Run(ctx context.Context, req *RunRequest, out OutputFunc) (*Result, error) {
-	if out != nil {
-		var mu sync.Mutex
-		each := out
-		out = func(kind engine.Kind, ch engine.Chunk) error {
-			mu.Lock()
-			defer mu.Unlock()
-			return each(kind, ch)
-		}
-	}
 	stage := 0
 	if req.StageID != nil {
 		stage = *req.StageID
@@ -176,18 +167,7 @@ func (c *Chain) Run(ctx context.Context, req *RunRequest, out OutputFunc) (*Resu
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// pumps copy each answer to the next hop; pipes are the next hops'
-	// inputs, which fail closes so that no pump stays blocked on one.
-	var pumps sync.WaitGroup
-	var pipes []*io.PipeReader
-	fail := func(err error) (*Result, error) {
-		cancel(err)
-		for _, p := range pipes {
-			p.CloseWithError(context.Cause(ctx))
-		}
-		pumps.Wait()
-		return nil, context.Cause(ctx)
-	}
+	run := &chainRun{ctx: ctx, cancel: cancel, out: serialized(out)}
 	maxHops := c.MaxHops
 	if maxHops <= 0 {
 		maxHops = DefaultMaxHops
@@ -198,36 +178,88 @@ func (c *Chain) Run(ctx context.Context, req *RunRequest, out OutputFunc) (*Resu
 	for range maxHops {
 		a, call, err := c.open(ctx, stage, input, contentType)
 		if err != nil {
-			return fail(err)
+			return nil, run.fail(err)
 		}
 		if res.RequestID == "" {
 			res.RequestID = a.RequestID
 		}
 		if a.Finished {
-			if err := c.read(call, a, nil, out); err != nil {
-				return fail(err)
-			}
-			pumps.Wait()
-			if err := context.Cause(ctx); err != nil {
-				return fail(err)
+			if err := c.finish(run, call, a); err != nil {
+				return nil, err
 			}
 			res.Stage = a.Stage
 			return res, nil
 		}
-		pr, pw := io.Pipe()
-		pipes = append(pipes, pr)
-		pumps.Go(func() {
-			err := c.read(call, a, pw, out)
-			if err != nil {
-				// The cause first: the next hop fails once its input
-				// does, and its error must not take the cause's place.
-				cancel(err)
-			}
-			pw.CloseWithError(err)
-		})
-		input, contentType, stage = newReplayReader(pr), ContentType, a.Stage
+		input, contentType, stage = newReplayReader(c.handOn(run, call, a)), ContentType, a.Stage
 	}
-	return fail(fmt.Errorf("hop: request not finished after %d hops", maxHops))
+	return nil, run.fail(fmt.Errorf("hop: request not finished after %d hops", maxHops))
+}
+
+// serialized returns out made safe for calls from several goroutines, which
+// it takes one at a time.
+func serialized(out OutputFunc) OutputFunc {
+	if out == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	return func(kind engine.Kind, ch engine.Chunk) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return out(kind, ch)
+	}
+}
+
+// chainRun is one request on its way through a Chain: the answers being
+// copied into the next calls, and how to stop them all.
+type chainRun struct {
+	ctx    context.Context // the request's; its cause is the run's failure
+	cancel context.CancelCauseFunc
+	out    OutputFunc // serialized
+	// pumps copy each answer to the next call; pipes are the next calls'
+	// inputs, which fail closes so that no pump stays blocked on one.
+	pumps sync.WaitGroup
+	pipes []*io.PipeReader
+}
+
+// fail ends the run with err, or with the cause it already ended with: it
+// ends every call and pump, and returns the cause.
+func (r *chainRun) fail(err error) error {
+	r.cancel(err)
+	for _, p := range r.pipes {
+		p.CloseWithError(context.Cause(r.ctx))
+	}
+	r.pumps.Wait()
+	return context.Cause(r.ctx)
+}
+
+// handOn starts copying answer a of call, as it comes, into the input of
+// the next call, which it returns.
+func (c *Chain) handOn(r *chainRun, call *callInfo, a *Answer) io.Reader {
+	pr, pw := io.Pipe()
+	r.pipes = append(r.pipes, pr)
+	r.pumps.Go(func() {
+		err := c.read(call, a, pw, r.out)
+		if err != nil {
+			// The cause first: the next hop fails once its input
+			// does, and its error must not take the cause's place.
+			r.cancel(err)
+		}
+		pw.CloseWithError(err)
+	})
+	return pr
+}
+
+// finish reads the final answer a to its end and waits until the answers
+// before it have been read too; it returns the run's failure, if any.
+func (c *Chain) finish(r *chainRun, call *callInfo, a *Answer) error {
+	if err := c.read(call, a, nil, r.out); err != nil {
+		return r.fail(err)
+	}
+	r.pumps.Wait()
+	if err := context.Cause(r.ctx); err != nil {
+		return r.fail(err)
+	}
+	return nil
 }
 
 // callInfo is what read needs to report a hop that is under way.
