@@ -253,24 +253,7 @@ func (s *StreamReader) next() (engine.Chunk, error) {
 	}
 	switch kind {
 	case FrameData:
-		i := s.data
-		s.data++
-		var c engine.Chunk
-		if err := decodeMap(chunkSchema, body, &c); err != nil {
-			return c, undecodable(fmt.Sprintf("payload stream data frame %d", i), err)
-		}
-		if p := chunkProblem(&c); p != "" {
-			return c, newError(CodeBadChunk, "payload stream data frame %d: %s", i, p)
-		}
-		switch k := c.Kind(); {
-		case s.kind == "":
-			s.kind = k
-		case k != s.kind && s.want != nil && s.want.Input != "":
-			return c, newError(CodeBadChunk, "payload stream data frame %d is %s, but stage %d takes %s", i, k, s.want.Stage, s.want.Input)
-		case k != s.kind:
-			return c, newError(CodeBadChunk, "payload stream data frame %d is %s, but the stream is %s; a stream has one kind", i, k, s.kind)
-		}
-		return c, nil
+		return s.dataFrame(body)
 	case FrameEnd:
 		if len(body) != 0 {
 			return engine.Chunk{}, newError(CodeBadFrame, "payload stream end frame has a body of %s; an end frame is empty", size(len(body)))
@@ -280,21 +263,49 @@ func (s *StreamReader) next() (engine.Chunk, error) {
 		}
 		return engine.Chunk{}, io.EOF
 	case FrameError:
-		var se StreamError
-		if err := decodeMap(errorSchema, body, &se); err != nil {
-			return engine.Chunk{}, undecodable("payload stream error frame", err)
-		}
-		if p := se.problem(); p != "" {
-			return engine.Chunk{}, newError(CodeBadFrame, "payload stream error frame has %s", p)
-		}
-		if err := s.atEnd(kind); err != nil {
-			return engine.Chunk{}, err
-		}
-		return engine.Chunk{}, &se
+		return engine.Chunk{}, s.errorFrame(body)
 	case FrameHandOff, FrameResult:
 		return engine.Chunk{}, newError(CodeBadFrame, "payload stream has a second header frame (frame %d, a %s frame); a stream has one header", s.frames-1, kind)
 	}
 	return engine.Chunk{}, newError(CodeBadFrame, "payload stream frame %d has the unknown kind 0x%02x", s.frames-1, byte(kind))
+}
+
+// dataFrame decodes and checks the chunk of a data frame's body.
+func (s *StreamReader) dataFrame(body []byte) (engine.Chunk, error) {
+	i := s.data
+	s.data++
+	var c engine.Chunk
+	if err := decodeMap(chunkSchema, body, &c); err != nil {
+		return c, undecodable(fmt.Sprintf("payload stream data frame %d", i), err)
+	}
+	if p := chunkProblem(&c); p != "" {
+		return c, newError(CodeBadChunk, "payload stream data frame %d: %s", i, p)
+	}
+	switch k := c.Kind(); {
+	case s.kind == "":
+		s.kind = k
+	case k != s.kind && s.want != nil && s.want.Input != "":
+		return c, newError(CodeBadChunk, "payload stream data frame %d is %s, but stage %d takes %s", i, k, s.want.Stage, s.want.Input)
+	case k != s.kind:
+		return c, newError(CodeBadChunk, "payload stream data frame %d is %s, but the stream is %s; a stream has one kind", i, k, s.kind)
+	}
+	return c, nil
+}
+
+// errorFrame decodes and checks an error frame's body, and returns the
+// *StreamError it holds once nothing follows it, or why it is refused.
+func (s *StreamReader) errorFrame(body []byte) error {
+	var se StreamError
+	if err := decodeMap(errorSchema, body, &se); err != nil {
+		return undecodable("payload stream error frame", err)
+	}
+	if p := se.problem(); p != "" {
+		return newError(CodeBadFrame, "payload stream error frame has %s", p)
+	}
+	if err := s.atEnd(FrameError); err != nil {
+		return err
+	}
+	return &se
 }
 
 // fail ends the stream with err: every later call returns it.
