@@ -121,7 +121,7 @@ func runCoordinator(ctx context.Context, env Env, args []string) int {
 		ctx, span = tp.Tracer(telemetry.Name).Start(ctx, "omnistage run", trace.WithAttributes(attribute.Int("omnistage.stages", numIDs)))
 		defer span.End()
 	}
-	chain := &hop.Chain{Client: client, Stages: stages, AnswerTimeout: *hopTimeout, OnHop: func(h hop.Hop) { printHop(env.Stderr, h) }}
+	chain := &hop.Chain{Client: client, Stages: stages, AnswerTimeout: *hopTimeout, OnCall: func(h hop.CallReport) { printHop(env.Stderr, h) }}
 	res, err := chain.Run(ctx, req, func(kind engine.Kind, c engine.Chunk) error {
 		switch {
 		case c.Audio != nil:
@@ -233,7 +233,7 @@ func runRequest(text, requestID string, timestamps bool, numIDs int, voice strin
 }
 
 // printHop writes one progress line.
-func printHop(w io.Writer, h hop.Hop) {
+func printHop(w io.Writer, h hop.CallReport) {
 	if h.Err != nil {
 		then := "giving up"
 		switch {

@@ -69,18 +69,19 @@ type Chain struct {
 	// (hung, stopped) fails the call, which may then go to another server.
 	// 0 means DefaultAnswerTimeout; negative, no bound.
 	AnswerTimeout time.Duration
-	// OnHop, when set, is called when a call ends: failed calls, and each
-	// hop once its answer has ended. Calls may come from several
-	// goroutines, one at a time.
-	OnHop func(Hop)
+	// OnCall, when set, is called with the report of every call when it
+	// ends: a failed call at once, one that got an answer once its answer
+	// has ended. Calls may come from several goroutines, one at a time.
+	OnCall func(CallReport)
 
-	mu     sync.Mutex
-	next   map[int]int // by stage id, the index of the URL the next hop starts at
-	report sync.Mutex  // serializes OnHop
+	mu       sync.Mutex
+	next     map[int]int // by stage id, the index of the URL the next hop starts at
+	onCallMu sync.Mutex  // serializes OnCall
 }
 
-// Hop describes one call of a chain.
-type Hop struct {
+// CallReport describes one call of a chain, for Chain.OnCall: one /v1/run
+// call to one server of a stage, the first or a retry.
+type CallReport struct {
 	Stage int
 	URL   string
 	// Attempt counts the calls of this hop, from 1.
@@ -264,8 +265,8 @@ func (c *Chain) finish(r *chainRun, call *callInfo, a *Answer) error {
 
 // callInfo is what read needs to report a hop that is under way.
 type callInfo struct {
-	hop   Hop
-	start time.Time
+	report CallReport
+	start  time.Time
 }
 
 // read reads answer a of a call to its end: it copies the stream's bytes
@@ -274,7 +275,7 @@ type callInfo struct {
 // naming the hop.
 func (c *Chain) read(call *callInfo, a *Answer, next io.Writer, out OutputFunc) (err error) {
 	defer a.Body.Close()
-	h := call.hop
+	h := call.report
 	h.Next, h.Finished = a.Stage, a.Finished
 	defer func() {
 		h.Duration = time.Since(call.start)
@@ -282,7 +283,7 @@ func (c *Chain) read(call *callInfo, a *Answer, next io.Writer, out OutputFunc) 
 			h.Err = err
 			err = &StageError{Stage: h.Stage, URL: h.URL, Attempts: h.Attempt, Err: err}
 		}
-		c.onHop(h)
+		c.onCall(h)
 	}()
 	counted := &countingReader{r: a.Body}
 	var body io.Reader = counted
@@ -316,13 +317,13 @@ func (c *Chain) read(call *callInfo, a *Answer, next io.Writer, out OutputFunc) 
 	}
 }
 
-func (c *Chain) onHop(h Hop) {
-	if c.OnHop == nil {
+func (c *Chain) onCall(h CallReport) {
+	if c.OnCall == nil {
 		return
 	}
-	c.report.Lock()
-	defer c.report.Unlock()
-	c.OnHop(h)
+	c.onCallMu.Lock()
+	defer c.onCallMu.Unlock()
+	c.OnCall(h)
 }
 
 // countingReader counts the bytes read through it.

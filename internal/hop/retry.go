@@ -35,19 +35,19 @@ func (c *Chain) open(ctx context.Context, stage int, input *replayReader, conten
 			}
 		}
 		u := urls[(start+a)%len(urls)]
-		call := &callInfo{hop: Hop{Stage: stage, URL: u, Attempt: a + 1}, start: time.Now()}
+		call := &callInfo{report: CallReport{Stage: stage, URL: u, Attempt: a + 1}, start: time.Now()}
 		ans, err := c.openOne(ctx, client, u, input.attempt(), contentType)
 		if err == nil {
 			input.stopRecording()
 			return ans, call, nil
 		}
-		h := call.hop
+		h := call.report
 		h.Duration, h.Err = time.Since(call.start), err
 		h.Retrying = a+1 < attempts && Retryable(err) && ctx.Err() == nil && input.replayable()
 		if h.Retrying {
 			h.RetryURL = urls[(start+a+1)%len(urls)]
 		}
-		c.onHop(h)
+		c.onCall(h)
 		if ctx.Err() != nil {
 			return nil, nil, fmt.Errorf("hop: stage %d: %w", stage, context.Cause(ctx))
 		}
