@@ -264,7 +264,7 @@ func ms(d time.Duration) string {
 
 func printRunError(w io.Writer, err error) {
 	var he *hop.HTTPError
-	var se *hop.StageError
+	var se *hop.CallError
 	switch {
 	case errors.As(err, &he) && errors.As(err, &se) && he.Status < 500:
 		fmt.Fprintf(w, "omnistage run: stage %d at %s refused the request (%d %s): %s\n", se.Stage, se.URL, he.Status, he.Code, he.Message)

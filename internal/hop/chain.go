@@ -105,24 +105,24 @@ type CallReport struct {
 	RetryURL string
 }
 
-// StageError is a hop that failed: the last call's error, with the stage
-// and URL it came from.
-type StageError struct {
+// CallError is the failure of a Chain's calls for one stage of a request:
+// the last call's error, with the stage and the URL it came from.
+type CallError struct {
 	Stage int
 	URL   string
-	// Attempts is the number of calls the hop made.
+	// Attempts is the number of calls made for the stage.
 	Attempts int
 	Err      error
 }
 
-func (e *StageError) Error() string {
+func (e *CallError) Error() string {
 	if e.Attempts > 1 {
 		return fmt.Sprintf("stage %d at %s (after %d attempts): %v", e.Stage, e.URL, e.Attempts, e.Err)
 	}
 	return fmt.Sprintf("stage %d at %s: %v", e.Stage, e.URL, e.Err)
 }
 
-func (e *StageError) Unwrap() error { return e.Err }
+func (e *CallError) Unwrap() error { return e.Err }
 
 // NoServerError is an answer naming a stage that Chain has no URL for.
 type NoServerError struct {
@@ -151,7 +151,7 @@ type OutputFunc func(kind engine.Kind, c engine.Chunk) error
 // pass; out is never called concurrently (the hops' answers are read at
 // once, so its calls come from several goroutines, one at a time). It
 // returns when the final answer has ended and every output has been
-// handed to out, or at the first failure (a *StageError names the hop),
+// handed to out, or at the first failure (a *CallError names the stage and URL),
 // or when ctx ends; it ends every call it started before returning.
 func (c *Chain) Run(ctx context.Context, req *RunRequest, out OutputFunc) (*Result, error) {
 	stage := 0
@@ -281,7 +281,7 @@ func (c *Chain) read(call *callInfo, a *Answer, next io.Writer, out OutputFunc) 
 		h.Duration = time.Since(call.start)
 		if err != nil {
 			h.Err = err
-			err = &StageError{Stage: h.Stage, URL: h.URL, Attempts: h.Attempt, Err: err}
+			err = &CallError{Stage: h.Stage, URL: h.URL, Attempts: h.Attempt, Err: err}
 		}
 		c.onCall(h)
 	}()

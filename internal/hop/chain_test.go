@@ -128,7 +128,7 @@ func TestChainErrors(t *testing.T) {
 		calls := 0
 		_, _, err := run(context.Background(), &hop.Chain{Stages: urls, OnCall: func(hop.CallReport) { calls++ }}, req)
 		var he *hop.HTTPError
-		var se *hop.StageError
+		var se *hop.CallError
 		if !errors.As(err, &he) || he.Status != 400 || !errors.As(err, &se) || se.Stage != 0 || hop.Retryable(err) || calls != 1 {
 			t.Fatalf("err = %v after %d calls", err, calls)
 		}
@@ -136,7 +136,7 @@ func TestChainErrors(t *testing.T) {
 	t.Run("mid-stream", func(t *testing.T) {
 		_, _, err := run(context.Background(), &hop.Chain{Stages: urls}, prompt("x"))
 		var he *hop.HTTPError
-		var se *hop.StageError
+		var se *hop.CallError
 		if !errors.As(err, &he) || he.Status != 400 || !strings.Contains(he.Message, "refuses its second chunk") || !errors.As(err, &se) || se.Stage != 1 {
 			t.Fatalf("err = %#v", err)
 		}

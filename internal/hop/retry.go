@@ -52,7 +52,7 @@ func (c *Chain) open(ctx context.Context, stage int, input *replayReader, conten
 			return nil, nil, fmt.Errorf("hop: stage %d: %w", stage, context.Cause(ctx))
 		}
 		if !h.Retrying {
-			return nil, nil, &StageError{Stage: stage, URL: u, Attempts: a + 1, Err: err}
+			return nil, nil, &CallError{Stage: stage, URL: u, Attempts: a + 1, Err: err}
 		}
 		last = err
 	}
