@@ -279,7 +279,7 @@ func printRunError(w io.Writer, err error) {
 
 // reportRun prints the outcome of a finished run: the audio written, or
 // the text answer, and the timestamps when asked for.
-func reportRun(env Env, res *hop.Result, sink *audioSink, text string, words []engine.Word, timestamps bool, took time.Duration) int {
+func reportRun(env Env, res *hop.Outcome, sink *audioSink, text string, words []engine.Word, timestamps bool, took time.Duration) int {
 	if sink.samples == 0 {
 		if text != "" {
 			fmt.Fprintln(env.Stdout, text)

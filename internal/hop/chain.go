@@ -133,8 +133,8 @@ func (e *NoServerError) Error() string {
 	return fmt.Sprintf("no server for stage %d: give its URL", e.Stage)
 }
 
-// Result is what a finished chain reports.
-type Result struct {
+// Outcome is what a finished Chain.Run reports.
+type Outcome struct {
 	// RequestID is the request's id, from the first answer.
 	RequestID string
 	// Stage is the stage whose answer finished the request.
@@ -153,7 +153,7 @@ type OutputFunc func(kind engine.Kind, c engine.Chunk) error
 // returns when the final answer has ended and every output has been
 // handed to out, or at the first failure (a *CallError names the stage and URL),
 // or when ctx ends; it ends every call it started before returning.
-func (c *Chain) Run(ctx context.Context, req *RunRequest, out OutputFunc) (*Result, error) {
+func (c *Chain) Run(ctx context.Context, req *RunRequest, out OutputFunc) (*Outcome, error) {
 	stage := 0
 	if req.StageID != nil {
 		stage = *req.StageID
@@ -175,7 +175,7 @@ func (c *Chain) Run(ctx context.Context, req *RunRequest, out OutputFunc) (*Resu
 	}
 	input := newReplayReader(bytes.NewReader(body))
 	contentType := "application/json"
-	res := &Result{}
+	res := &Outcome{}
 	for range maxHops {
 		a, call, err := c.open(ctx, stage, input, contentType)
 		if err != nil {

@@ -132,7 +132,7 @@ func idle(t testing.TB, orchs ...*orchestrator.Orchestrator) {
 }
 
 // run runs req through a chain over urls and collects its outputs.
-func run(ctx context.Context, c *hop.Chain, req *hop.RunRequest) (collected, *hop.Result, error) {
+func run(ctx context.Context, c *hop.Chain, req *hop.RunRequest) (collected, *hop.Outcome, error) {
 	got := collected{}
 	res, err := c.Run(ctx, req, got.add)
 	return got, res, err
