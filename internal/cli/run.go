@@ -205,7 +205,7 @@ func checkStageURL(s string) error {
 // sampling_params[0]; the array then has one entry per stage id the --stage
 // flags span, the way the server wants it.
 func runRequest(text, requestID string, timestamps bool, numIDs int, voice string, speed float64) (*hop.RunRequest, error) {
-	input, err := json.Marshal(hop.Prompt{Text: text})
+	input, err := json.Marshal(engine.Prompt{Text: text})
 	if err != nil {
 		return nil, err
 	}

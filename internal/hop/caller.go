@@ -188,7 +188,7 @@ func (c *Caller) request(ctx context.Context, job *engine.Job) (*inputBody, stri
 			}
 			text.WriteString(ch.Text.Text)
 		}
-		prompt, err := json.Marshal(Prompt{Text: text.String()})
+		prompt, err := json.Marshal(entryInput{Text: text.String()})
 		if err != nil {
 			return nil, "", err
 		}

@@ -110,7 +110,7 @@ func (s *Server) parseEntry(r *http.Request, req *RunRequest, in []byte) (*call,
 	if in[0] != '{' {
 		return nil, httperr.BadRequest(`stage %d takes a prompt object {"text": "..."} as stage_input, not a JSON %s: opaque stage_input strings go to later stages`, entryStage, jsonKind(in[0]))
 	}
-	var prompt Prompt
+	var prompt entryInput
 	if err := httperr.UnmarshalJSON(in, &prompt); err != nil {
 		return nil, httperr.BadRequest(`stage_input: %v; stage %d takes {"text": "..."}`, err, entryStage)
 	}

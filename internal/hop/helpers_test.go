@@ -78,7 +78,7 @@ func startStages(t testing.TB, cfg *pipeline.Config, key string, hooks *testengi
 
 // prompt is stage 0's request for text.
 func prompt(text string, modalities ...string) *hop.RunRequest {
-	raw, _ := json.Marshal(hop.Prompt{Text: text})
+	raw, _ := json.Marshal(engine.Prompt{Text: text})
 	zero := 0
 	return &hop.RunRequest{StageID: &zero, StageInput: raw, OutputModalities: modalities}
 }

@@ -47,8 +47,8 @@ type RunRequest struct {
 	Finished *bool `json:"finished,omitempty"`
 }
 
-// Prompt is stage 0's stage_input.
-type Prompt struct {
+// entryInput is stage 0's stage_input: {"text": "..."}.
+type entryInput struct {
 	Text string `json:"text"`
 }
 
