@@ -40,24 +40,24 @@ const (
 // When a call fails before its answer's headers (no answer, or a 5xx),
 // Chain makes the same call to the next server of the same stage (calls
 // are stateless, so this is safe; what the failed call had read of a
-// streamed input is replayed), up to Attempts calls per hop. A 4xx answer
-// ends the request at once, as does a failure once an answer is under
-// way. A Chain is safe for concurrent use; its fields must not change
-// while it runs.
+// streamed input is replayed), up to Attempts calls for one stage of a
+// request. A 4xx answer ends the request at once, as does a failure once
+// an answer is under way. A Chain is safe for concurrent use; its fields
+// must not change while it runs.
 type Chain struct {
 	// Client makes the calls; nil means the zero Client.
 	Client *Client
-	// Stages maps each stage id to the base URLs of its servers. Each hop
-	// starts at the next URL round-robin, so concurrent requests spread
-	// over a stage's servers; a Chain's first hop to a stage starts at its
-	// first URL.
+	// Stages maps each stage id to the base URLs of its servers. The calls
+	// of each request to a stage start at the next URL round-robin, so
+	// concurrent requests spread over a stage's servers; a Chain's first
+	// call to a stage goes to its first URL.
 	Stages map[int][]string
-	// Attempts bounds the calls of one hop; 0 means one per URL of the
-	// stage plus one.
+	// Attempts bounds the calls of one request to one stage; 0 means one
+	// per URL of the stage plus one.
 	Attempts int
-	// Backoff is the pause before calling a URL that already failed in the
-	// same hop, doubled on each further pass over the stage's URLs; 0 means
-	// DefaultBackoff. A 503's Retry-After lengthens it, up to MaxBackoff.
+	// Backoff is the pause before calling a URL that already failed for the
+	// same stage of the request, doubled on each further pass over the
+	// stage's URLs; 0 means DefaultBackoff. A 503's Retry-After lengthens it, up to MaxBackoff.
 	Backoff time.Duration
 	// MaxBackoff caps one pause; 0 means DefaultMaxBackoff.
 	MaxBackoff time.Duration
@@ -75,7 +75,7 @@ type Chain struct {
 	OnCall func(CallReport)
 
 	mu       sync.Mutex
-	next     map[int]int // by stage id, the index of the URL the next hop starts at
+	next     map[int]int // by stage id, the index of the URL the next request's calls start at
 	onCallMu sync.Mutex  // serializes OnCall
 }
 
@@ -84,7 +84,7 @@ type Chain struct {
 type CallReport struct {
 	Stage int
 	URL   string
-	// Attempt counts the calls of this hop, from 1.
+	// Attempt counts the calls of the request to this stage, from 1.
 	Attempt int
 	// FirstChunk is the time from the call to the first data frame of its
 	// answer; 0 when none came.
@@ -148,11 +148,11 @@ type OutputFunc func(kind engine.Kind, c engine.Chunk) error
 
 // Run drives req, stage 0's request (StageID nil means 0), through the
 // chain, calling out with the chunks of every selected output as they
-// pass; out is never called concurrently (the hops' answers are read at
-// once, so its calls come from several goroutines, one at a time). It
-// returns when the final answer has ended and every output has been
-// handed to out, or at the first failure (a *CallError names the stage and URL),
-// or when ctx ends; it ends every call it started before returning.
+// pass; out is never called concurrently (the answers of the calls are
+// read at once, so its calls come from several goroutines, one at a time).
+// It returns when the final answer has ended and every output has been
+// handed to out, or at the first failure (a *CallError names the stage and
+// URL), or when ctx ends; it ends every call it started before returning.
 func (c *Chain) Run(ctx context.Context, req *RunRequest, out OutputFunc) (*Outcome, error) {
 	stage := 0
 	if req.StageID != nil {
@@ -263,16 +263,16 @@ func (c *Chain) finish(r *chainRun, call *callInfo, a *Answer) error {
 	return nil
 }
 
-// callInfo is what read needs to report a hop that is under way.
+// callInfo is what read needs to report a call that is under way.
 type callInfo struct {
 	report CallReport
 	start  time.Time
 }
 
 // read reads answer a of a call to its end: it copies the stream's bytes
-// to next, when there is a next hop, and hands its data to out when the
-// request selected it. It reports the hop, and returns the first error,
-// naming the hop.
+// to next, when there is a next call, and hands its data to out when the
+// request selected it. It reports the call, and returns the first error
+// as a *CallError.
 func (c *Chain) read(call *callInfo, a *Answer, next io.Writer, out OutputFunc) (err error) {
 	defer a.Body.Close()
 	h := call.report

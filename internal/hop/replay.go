@@ -9,11 +9,12 @@ import (
 	"sync"
 )
 
-// replayReader is a hop's input, read by one call after another: until a
-// call's answer arrives it records what calls read, so that the next call
-// of the hop reads it again before the rest. Only the latest call may
-// read; an earlier one, which the transport may still be reading for, gets
-// an error, and what its read under way brings is kept for the latest.
+// replayReader is the input of a request's calls to one stage, read by one
+// call after another: until a call's answer arrives it records what calls
+// read, so that the next call to the stage reads it again before the rest.
+// Only the latest call may read; an earlier one, which the transport may
+// still be reading for, gets an error, and what its read under way brings
+// is kept for the latest.
 type replayReader struct {
 	src    io.Reader
 	readMu sync.Mutex // one read of src at a time; held while it blocks

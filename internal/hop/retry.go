@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// open makes one hop's call to a server of stage, retrying as the Chain's
-// doc says, and returns its answer.
+// open makes the request's call to a server of stage, retrying as the
+// Chain's doc says, and returns its answer.
 func (c *Chain) open(ctx context.Context, stage int, input *replayReader, contentType string) (*Answer, *callInfo, error) {
 	urls := c.Stages[stage]
 	if len(urls) == 0 {
@@ -103,8 +103,8 @@ func (b *cancelOnClose) Close() error {
 	return err
 }
 
-// start returns the index of the URL a hop to stage starts at, and moves
-// the stage's next start on.
+// start returns the index of the URL the request's calls to stage start
+// at, and moves the stage's next start on.
 func (c *Chain) start(stage, n int) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
