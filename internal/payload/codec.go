@@ -52,10 +52,10 @@ var (
 	stdB64 = base64.RawURLEncoding.Strict()
 )
 
-// Codec turns envelopes into payloads, binary (Marshal) or as the opaque
-// stage_input strings of /v1/run (Encode), and back; it also writes and
-// reads payload streams (NewStreamWriter, NewStreamReader). It is safe for
-// concurrent use, SetRing included.
+// Codec turns envelopes into payloads, the opaque stage_input strings of
+// /v1/run (Encode), and back (Decode); it also writes and reads payload
+// streams (NewStreamWriter, NewStreamReader). It is safe for concurrent
+// use, SetRing included.
 type Codec struct {
 	ring     atomic.Pointer[Ring] // nil without a key
 	maxSize  int
@@ -126,35 +126,21 @@ func NewRingCodec(r *Ring, opts ...Option) *Codec {
 // the codec is in use. A nil r makes the codec unsigned.
 func (c *Codec) SetRing(r *Ring) { c.ring.Store(r) }
 
-// Ring returns the codec's keys, nil when it has none.
-func (c *Codec) Ring() *Ring { return c.ring.Load() }
-
-// Signed reports whether the codec has a key.
-func (c *Codec) Signed() bool { return c.ring.Load() != nil }
-
-// Lifetime returns how long after they were issued the codec accepts
-// payloads and streams; 0 means for ever.
-func (c *Codec) Lifetime() time.Duration { return c.lifetime }
-
 // MaxSize returns the largest payload, in bytes before base64, and the
 // largest stream frame body the codec accepts.
 func (c *Codec) MaxSize() int { return c.maxSize }
 
-// Marshal returns e as a binary payload: header, msgpack body and, when
-// the codec has a key, tag. It refuses an envelope that Unmarshal would
-// refuse whatever the server (a missing field, a bad chunk); that error is
-// not an *Error, since the envelope was built by this server: it is a bug.
-// A payload larger than MaxSize is an *Error with CodeTooLarge. e is not
-// modified; the returned slice is the caller's.
-func (c *Codec) Marshal(e *Envelope) ([]byte, error) {
+// marshal returns e as a binary payload, with Encode's errors; the
+// returned slice is the caller's.
+func (c *Codec) marshal(e *Envelope) ([]byte, error) {
 	if e == nil {
 		return nil, errors.New("payload: cannot encode a nil envelope")
 	}
-	return c.marshal(make([]byte, 0, sizeHint(e)), e)
+	return c.appendPayload(make([]byte, 0, sizeHint(e)), e)
 }
 
-// marshal appends the binary payload of e to b.
-func (c *Codec) marshal(b []byte, e *Envelope) ([]byte, error) {
+// appendPayload appends the binary payload of e to b.
+func (c *Codec) appendPayload(b []byte, e *Envelope) ([]byte, error) {
 	var signer *macer
 	if r := c.ring.Load(); r != nil {
 		signer = r.signer()
@@ -190,15 +176,19 @@ func (c *Codec) body(b []byte, e *Envelope, signer *macer) ([]byte, error) {
 	return b, nil
 }
 
-// Encode returns e as a stage_input string: the URL-safe base64 of
-// Marshal's payload, with Marshal's errors.
+// Encode returns e as a stage_input string: the URL-safe base64 of its
+// binary payload (header, msgpack body and, when the codec has a key,
+// tag). It refuses an envelope that Decode would refuse whatever the
+// server (a missing field, a bad chunk); that error is not an *Error,
+// since the envelope was built by this server: it is a bug. A payload
+// larger than MaxSize is an *Error with CodeTooLarge. e is not modified.
 func (c *Codec) Encode(e *Envelope) (string, error) {
 	if e == nil {
 		return "", errors.New("payload: cannot encode a nil envelope")
 	}
 	buf := getBuffer(sizeHint(e))
 	defer putBuffer(buf)
-	bin, err := c.marshal((*buf)[:0], e)
+	bin, err := c.appendPayload((*buf)[:0], e)
 	if err != nil {
 		return "", err
 	}
@@ -208,25 +198,24 @@ func (c *Codec) Encode(e *Envelope) (string, error) {
 	return unsafe.String(unsafe.SliceData(out), len(out)), nil
 }
 
-// Unmarshal returns the envelope in the binary payload b, after checking
-// that it is intact (and signed, when the codec has a key), well formed,
-// and meant for the server described by want. Every problem with b is an
-// *Error; any other error means want itself is wrong (a bug). The envelope
-// and its chunks are newly allocated and owned by the caller: nothing
-// refers to b.
-func (c *Codec) Unmarshal(b []byte, want Expect) (*Envelope, error) {
+// unmarshal returns the envelope in the binary payload b, with Decode's
+// checks and errors; nothing of the envelope refers to b.
+func (c *Codec) unmarshal(b []byte, want Expect) (*Envelope, error) {
 	if err := want.valid(); err != nil {
 		return nil, err
 	}
 	if len(b) > c.maxSize {
 		return nil, newError(CodeTooLarge, "payload is %s, more than this server's limit of %s", size(len(b)), size(c.maxSize))
 	}
-	return c.unmarshal(b, &want)
+	return c.decodePayload(b, &want)
 }
 
-// Decode returns the envelope in the stage_input string s: Unmarshal of
-// its base64, with the same checks and errors, and the size checked before
-// the base64 is decoded.
+// Decode returns the envelope in the stage_input string s, after checking
+// its size (before decoding the base64), its base64, and that its payload
+// is intact (and signed, when the codec has a key), well formed, and meant
+// for the server described by want. Every problem with s is an *Error;
+// any other error means want itself is wrong (a bug). The envelope and its
+// chunks are newly allocated and owned by the caller: nothing refers to s.
 func (c *Codec) Decode(s string, want Expect) (*Envelope, error) {
 	if err := want.valid(); err != nil {
 		return nil, err
@@ -251,10 +240,12 @@ func (c *Codec) Decode(s string, want Expect) (*Envelope, error) {
 		// one spelling.
 		return nil, notBase64("it contains line breaks")
 	}
-	return c.unmarshal(bin[:n], &want)
+	return c.decodePayload(bin[:n], &want)
 }
 
-func (c *Codec) unmarshal(b []byte, want *Expect) (*Envelope, error) {
+// decodePayload returns the envelope in the binary payload b, checked
+// against want.
+func (c *Codec) decodePayload(b []byte, want *Expect) (*Envelope, error) {
 	body, seal, key, err := c.open(b)
 	if err != nil {
 		return nil, err

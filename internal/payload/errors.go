@@ -62,8 +62,8 @@ const (
 // Error is a payload that cannot be used, and why. Code is one of the Code
 // constants; Message is a sentence a person can act on; Err, when not nil,
 // is the error that caused it (for CodeTruncated, io.ErrUnexpectedEOF or
-// the reader's error). Every error that Codec.Decode, Codec.Unmarshal and a
-// StreamReader return for bad input is an *Error; an error of another type
+// the reader's error). Every error that Codec.Decode and a StreamReader
+// return for bad input is an *Error; an error of another type
 // means the caller misused the package (a bug, an HTTP 500) or, for a
 // stream, that its reader failed.
 type Error struct {

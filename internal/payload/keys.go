@@ -56,8 +56,8 @@ func NewRing(keys ...[]byte) (*Ring, error) {
 // Newest returns the id of the key that signs.
 func (r *Ring) Newest() KeyID { return r.signer().id }
 
-// IDs returns the ids of the ring's keys, oldest first.
-func (r *Ring) IDs() []KeyID {
+// ids returns the ids of the ring's keys, oldest first.
+func (r *Ring) ids() []KeyID {
 	ids := make([]KeyID, len(r.keys))
 	for i, m := range r.keys {
 		ids[i] = m.id
