@@ -96,7 +96,7 @@ func WithClock(now func() time.Time) Option {
 }
 
 // NewCodec returns a codec that signs with key and refuses payloads and
-// streams not signed with it (see the package documentation for the MAC):
+// streams not signed with it (docs/payload.md describes the MAC):
 // NewRingCodec with a ring of that one key. An empty key means no
 // signing: payloads and streams are written unsigned and the tags of
 // signed ones are ignored, since there is nothing to check them with. key

@@ -13,7 +13,7 @@ const FormatVersion = 3
 
 // Envelope is everything one stage hands to the next through POST /v1/run.
 // It is self-contained: the server that receives it needs nothing else about
-// the request. Its wire keys are listed in the package documentation.
+// the request. Its wire keys are listed in docs/payload.md.
 //
 // Slices are shared, not copied: an Envelope built with Next refers to the
 // params, outputs and chunks of the one it was built from. Like chunks (see

@@ -5,7 +5,8 @@ import "fmt"
 // The codes of Error. Each names one way a payload or a payload stream can
 // be unusable; all of them are the sender's problem (HTTP 4xx):
 // payload_too_large is a 413, the others are 400s. The codes are stable:
-// clients and tests match on them.
+// clients and tests match on them. docs/payload.md lists them too
+// (TestDocErrorCodes checks that it lists exactly these).
 const (
 	// CodeNotBase64: the string is not URL-safe base64 without padding.
 	CodeNotBase64 = "payload_not_base64"
@@ -25,18 +26,21 @@ const (
 	// was altered, the frames of a stream were reordered, dropped,
 	// duplicated or taken from another stream, or the key differs.
 	CodeSignatureInvalid = "payload_signature_invalid"
-	// CodeUndecodable: a body is not the msgpack of this version.
+	// CodeUndecodable: a body is not the msgpack of this version (or, for
+	// package hop, a stream is not what a /v1/run request stream must be).
 	CodeUndecodable = "payload_undecodable"
 	// CodeMissingField: a required field is absent or empty.
 	CodeMissingField = "payload_missing_field"
-	// CodeOutOfRange: a stage id or a length does not fit the pipeline.
+	// CodeOutOfRange: a stage id or a length does not fit the pipeline (or,
+	// for package hop, the payload does not fit its request's route).
 	CodeOutOfRange = "payload_out_of_range"
 	// CodeWrongStage: the payload or stream is addressed to another stage.
 	CodeWrongStage = "payload_wrong_stage"
 	// CodeWrongPipeline: the payload was made by another pipeline, or by
 	// another configuration (stages or route) of this one.
 	CodeWrongPipeline = "payload_wrong_pipeline"
-	// CodeBadChunk: a data chunk is structurally invalid.
+	// CodeBadChunk: a data chunk is structurally invalid, or not of the
+	// kind of its stream or of the stage that takes it.
 	CodeBadChunk = "payload_bad_chunk"
 	// CodeKeyUnknown: the payload or stream is signed with a key (named
 	// by its KeyID) that the codec's ring does not hold.

@@ -19,7 +19,7 @@ import (
 // A StreamReader reads one payload stream: Header, then Next until it
 // returns an error (io.EOF after the end frame). It checks every tag as
 // the frame arrives when the codec has a key, and refuses a stream whose
-// frames break the grammar (see the package documentation). Bad input is
+// frames break the grammar (see docs/payload.md). Bad input is
 // an *Error (CodeTruncated when the stream ends before its end frame);
 // a failing reader gives an error that wraps the reader's error. Once
 // Header or Next has returned an error, every later call returns it. A
