@@ -1,5 +1,8 @@
 package hop
 
+// Caller, the client side of one remote stage: it runs one stage of a
+// pipeline on stage servers for a server that runs the rest itself.
+
 import (
 	"bytes"
 	"context"

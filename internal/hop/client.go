@@ -1,5 +1,8 @@
 package hop
 
+// Client, the calls a coordinator or a Caller makes to stage servers (a
+// streamed /v1/run, the probes), and the typed errors of their answers.
+
 import (
 	"context"
 	"encoding/json"

@@ -185,7 +185,8 @@ func acceptsStream(r *http.Request) bool {
 	return false
 }
 
-// submit starts the call's stage as a hop.
+// submit starts the call's stage as a hop: the one place where a /v1/run
+// call reaches the orchestrator.
 func (s *Server) submit(r *http.Request, c *call) (*orchestrator.Stream, error) {
 	st, err := s.orch.Submit(r.Context(), orchestrator.Request{
 		ID: c.id, Prompt: c.env.Prompt, Params: c.env.Params,

@@ -1,5 +1,8 @@
 package hop
 
+// The names both sides of /v1/run share: its path, the media type and
+// headers of the streamed form, and the one-shot JSON bodies.
+
 import (
 	"encoding/json"
 

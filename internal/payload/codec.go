@@ -1,5 +1,9 @@
 package payload
 
+// Codec, its options and keys, and payloads: the binary form of an
+// envelope, the base64 stage_input string of a one-shot call, and the
+// checks of the header, the signature and the issued-at time.
+
 import (
 	"bytes"
 	"encoding/base64"

@@ -1,5 +1,8 @@
 package payload
 
+// Envelope, what one stage hands the next, and Expect, what the server
+// that reads it knows.
+
 import (
 	"encoding/json"
 

@@ -1,5 +1,8 @@
 package payload
 
+// Error and its codes: each way a payload or a payload stream can be
+// unusable.
+
 import "fmt"
 
 // The codes of Error. Each names one way a payload or a payload stream can

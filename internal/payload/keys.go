@@ -1,5 +1,8 @@
 package payload
 
+// Ring and KeyID: a server's payload keys, and how payloads and streams
+// name the key that signed them.
+
 import (
 	"encoding/hex"
 	"errors"
