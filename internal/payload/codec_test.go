@@ -508,7 +508,7 @@ func TestParamsFor(t *testing.T) {
 	e := base()
 	for id, want := range map[int]string{0: `{"voice":"slt"}`, 1: "", 2: "", 3: "", -1: ""} {
 		if got := string(e.paramsFor(id)); got != want {
-			t.Errorf("ParamsFor(%d) = %q, want %q", id, got, want)
+			t.Errorf("paramsFor(%d) = %q, want %q", id, got, want)
 		}
 	}
 }
