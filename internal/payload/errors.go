@@ -1,7 +1,7 @@
 package payload
 
 // Error and its codes: each way a payload or a payload stream can be
-// unusable.
+// unusable, and the sizes its messages quote.
 
 import "fmt"
 
@@ -87,4 +87,15 @@ func (e *Error) Unwrap() error { return e.Err }
 
 func newError(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// size formats a byte count for a person.
+func size(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
