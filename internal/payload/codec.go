@@ -26,12 +26,10 @@ const DefaultLifetime = 10 * time.Minute
 const ClockSkew = 30 * time.Second
 
 const (
-	magic = "OSTG"
 	// stampLen is the length of the key id and issued-at time that a
 	// payload's header and a stream's preamble hold.
 	stampLen   = keyIDLen + 8
-	headerLen  = len(magic) + 2 + stampLen // magic, version, flags, key id, issued at
-	flagSigned = 1 << 0                    // a tag follows the body
+	flagSigned = 1 << 0 // a tag follows the body
 )
 
 // Codec turns envelopes into payloads, the opaque stage_input strings of

@@ -15,6 +15,11 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 )
 
+const (
+	magic     = "OSTG"
+	headerLen = len(magic) + 2 + stampLen // magic, version, flags, key id, issued at
+)
+
 // b64 is the text encoding of payloads, with SIMD (AVX2 on amd64; on 10 s
 // of audio here, 13 times the standard library's speed to encode and 6
 // times to decode, see BenchmarkBase64): the standard library's took 0.9
