@@ -1,7 +1,7 @@
 package hop
 
-// The input of one call of a Chain, recorded until an answer begins, so
-// that a retry reads it again from its start.
+// The input of a Chain's calls to one stage of a request, recorded until
+// an answer begins, so that a retry reads it again from its start.
 
 import (
 	"errors"
