@@ -157,7 +157,7 @@ func (c *runCommand) run(ctx context.Context, env Env) int {
 		ctx, span = tp.Tracer(telemetry.Name).Start(ctx, "omnistage run", trace.WithAttributes(attribute.Int("omnistage.stages", c.numIDs)))
 		defer span.End()
 	}
-	chain := &hop.Chain{Client: client, Stages: c.stages, AnswerTimeout: c.hopTimeout, OnHop: func(h hop.Hop) { printHop(env.Stderr, h) }}
+	chain := &hop.Chain{Client: client, Stages: c.stages, AnswerTimeout: c.hopTimeout, OnCall: func(h hop.CallReport) { printCall(env.Stderr, h) }}
 	res, err := chain.Run(ctx, req, func(kind engine.Kind, ch engine.Chunk) error {
 		switch {
 		case ch.Audio != nil:
@@ -241,7 +241,7 @@ func checkStageURL(s string) error {
 // sampling_params[0]; the array then has one entry per stage id the --stage
 // flags span, the way the server wants it.
 func runRequest(text, requestID string, timestamps bool, numIDs int, tp talker.Params) (*hop.RunRequest, error) {
-	input, err := json.Marshal(hop.Prompt{Text: text})
+	input, err := json.Marshal(engine.Prompt{Text: text})
 	if err != nil {
 		return nil, err
 	}
@@ -257,8 +257,8 @@ func runRequest(text, requestID string, timestamps bool, numIDs int, tp talker.P
 	return req, nil
 }
 
-// printHop writes one progress line.
-func printHop(w io.Writer, h hop.Hop) {
+// printCall writes one progress line: a call of the chain.
+func printCall(w io.Writer, h hop.CallReport) {
 	if h.Err != nil {
 		then := "giving up"
 		switch {
@@ -289,7 +289,7 @@ func ms(d time.Duration) string {
 
 func printRunError(w io.Writer, err error) {
 	var he *hop.HTTPError
-	var se *hop.StageError
+	var se *hop.CallError
 	switch {
 	case errors.As(err, &he) && errors.As(err, &se) && he.Status < 500:
 		fmt.Fprintf(w, "omnistage run: stage %d at %s refused the request (%d %s): %s\n", se.Stage, se.URL, he.Status, he.Code, he.Message)
@@ -304,7 +304,7 @@ func printRunError(w io.Writer, err error) {
 
 // reportRun prints the outcome of a finished run: the audio written, or
 // the text answer, and the timestamps when asked for.
-func reportRun(env Env, res *hop.Result, sink *audioSink, text string, words []engine.Word, timestamps bool, took time.Duration) int {
+func reportRun(env Env, res *hop.Outcome, sink *audioSink, text string, words []engine.Word, timestamps bool, took time.Duration) int {
 	if sink.samples == 0 {
 		if text != "" {
 			fmt.Fprintln(env.Stdout, text)

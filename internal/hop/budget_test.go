@@ -30,9 +30,16 @@ func TestBodyBudget(t *testing.T) {
 	cfg := testkit.Parse(t, strings.Replace(textPipeline, "    - {id: 0, options: {chunks: 2}}", "    - {id: 0, options: {chunks: 2}}\n    - {id: 1, max_inflight: 8}", 1))
 	hand := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(nil)}, api.Options{})
 	// A payload for stage 1 of about 40 KB.
-	resp, err := (&hop.Client{}).Run(context.Background(), hand.URL, prompt(strings.Repeat("many words here ", 2500)))
+	first, _ := json.Marshal(prompt(strings.Repeat("many words here ", 2500)))
+	answer, err := http.Post(hand.URL+"/v1/run", "application/json", bytes.NewReader(first))
 	if err != nil {
 		t.Fatal(err)
+	}
+	var resp hop.RunResponse
+	err = json.NewDecoder(answer.Body).Decode(&resp)
+	answer.Body.Close()
+	if err != nil || answer.StatusCode != http.StatusOK || resp.Finished || resp.StageInput == "" {
+		t.Fatalf("stage 0's answer: %d, finished %v, %d bytes of stage_input, %v", answer.StatusCode, resp.Finished, len(resp.StageInput), err)
 	}
 	body, _ := json.Marshal(resp)
 

@@ -1,5 +1,8 @@
 package hop
 
+// Caller, the client side of one remote stage: it runs one stage of a
+// pipeline on stage servers for a server that runs the rest itself.
+
 import (
 	"bytes"
 	"context"
@@ -188,7 +191,7 @@ func (c *Caller) request(ctx context.Context, job *engine.Job) (*inputBody, stri
 			}
 			text.WriteString(ch.Text.Text)
 		}
-		prompt, err := json.Marshal(Prompt{Text: text.String()})
+		prompt, err := json.Marshal(entryInput{Text: text.String()})
 		if err != nil {
 			return nil, "", err
 		}

@@ -52,8 +52,8 @@ func TestChainMatchesOneServer(t *testing.T) {
 
 	urls := startStages(t, cfg, key, nil)
 	var mu sync.Mutex
-	var hops []hop.Hop
-	chain := &hop.Chain{Stages: urls, OnHop: func(h hop.Hop) { mu.Lock(); hops = append(hops, h); mu.Unlock() }}
+	var hops []hop.CallReport
+	chain := &hop.Chain{Stages: urls, OnCall: func(h hop.CallReport) { mu.Lock(); hops = append(hops, h); mu.Unlock() }}
 	req := prompt("hello world")
 	req.SamplingParams = params
 	got, result, err := run(context.Background(), chain, req)
@@ -126,9 +126,9 @@ func TestChainErrors(t *testing.T) {
 		req := prompt("x")
 		req.SamplingParams = []json.RawMessage{json.RawMessage(`{"nope": 1}`)}
 		calls := 0
-		_, _, err := run(context.Background(), &hop.Chain{Stages: urls, OnHop: func(hop.Hop) { calls++ }}, req)
+		_, _, err := run(context.Background(), &hop.Chain{Stages: urls, OnCall: func(hop.CallReport) { calls++ }}, req)
 		var he *hop.HTTPError
-		var se *hop.StageError
+		var se *hop.CallError
 		if !errors.As(err, &he) || he.Status != 400 || !errors.As(err, &se) || se.Stage != 0 || hop.Retryable(err) || calls != 1 {
 			t.Fatalf("err = %v after %d calls", err, calls)
 		}
@@ -136,7 +136,7 @@ func TestChainErrors(t *testing.T) {
 	t.Run("mid-stream", func(t *testing.T) {
 		_, _, err := run(context.Background(), &hop.Chain{Stages: urls}, prompt("x"))
 		var he *hop.HTTPError
-		var se *hop.StageError
+		var se *hop.CallError
 		if !errors.As(err, &he) || he.Status != 400 || !strings.Contains(he.Message, "refuses its second chunk") || !errors.As(err, &se) || se.Stage != 1 {
 			t.Fatalf("err = %#v", err)
 		}
@@ -166,8 +166,8 @@ func TestChainRetries(t *testing.T) {
 	}))
 	stages := map[int][]string{0: urls[0], 1: {"http://" + testkit.FreeAddr(t), overloaded, urls[1][0]}, 2: urls[2]}
 	var mu sync.Mutex
-	var hops []hop.Hop
-	chain := &hop.Chain{Stages: stages, Backoff: time.Millisecond, OnHop: func(h hop.Hop) { mu.Lock(); hops = append(hops, h); mu.Unlock() }}
+	var hops []hop.CallReport
+	chain := &hop.Chain{Stages: stages, Backoff: time.Millisecond, OnCall: func(h hop.CallReport) { mu.Lock(); hops = append(hops, h); mu.Unlock() }}
 	got, _, err := run(context.Background(), chain, prompt("retry"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,9 @@
 package hop
 
+// Client, the calls a coordinator or a Caller makes to stage servers (a
+// streamed /v1/run, the probes), and the typed errors of their answers.
+
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,34 +20,27 @@ import (
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/telemetry"
 )
 
-// DefaultMaxResponseBytes caps the body of a one-shot answer when
-// Client.MaxResponseBytes is zero.
-const DefaultMaxResponseBytes = 64 << 20
-
-// Client calls POST /v1/run (and the /health and /ready probes) on stage
-// servers. The zero value is ready and shares one connection pool with
-// every other zero-value Client. A Client is safe for concurrent use.
+// Client makes streamed POST /v1/run calls (and the /health and /ready
+// probes) to stage servers. The zero value is ready and shares one
+// connection pool with every other zero-value Client. A Client is safe for
+// concurrent use.
 //
 // Errors are typed so callers can decide what to do with them. An
 // *HTTPError is an answer with a non-2xx status (or an error frame that
 // ended a stream): a 4xx is the caller's fault and is never retried; a
 // 5xx is retryable. A *TransportError means no answer arrived (refused
 // connection, reset, truncated body): retryable, because /v1/run calls
-// keep no state on the server, so running one twice is harmless. A
-// *TooLargeError is an answer over the client's size cap, and is not
-// retried.
+// keep no state on the server, so running one twice is harmless.
 type Client struct {
 	// HTTP sends the calls; nil means a shared client made by
 	// NewHTTPClient. Its Timeout, if any, bounds each call.
 	HTTP *http.Client
 	// APIKey, when set, is sent as "Authorization: Bearer APIKey".
 	APIKey string
-	// MaxResponseBytes caps a one-shot answer's body; 0 means
-	// DefaultMaxResponseBytes.
-	MaxResponseBytes int64
 	// TracerProvider, when set, traces each /v1/run call as a client span
 	// (child of the span in the call's ctx) and sends its traceparent
 	// header; the probes are not traced. Set it before the first call.
@@ -93,19 +88,9 @@ func (e *TransportError) Error() string { return "transport: " + e.Err.Error() }
 
 func (e *TransportError) Unwrap() error { return e.Err }
 
-// TooLargeError is an answer whose body exceeds the client's cap.
-type TooLargeError struct {
-	Limit int64
-}
-
-func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("answer is larger than the %d-byte limit", e.Limit)
-}
-
 // Retryable reports whether err, returned by a Client call, may succeed on
 // another replica of the same stage: a transport error or a 5xx answer.
-// Context errors, 4xx answers, oversized and malformed answers are not
-// retryable.
+// Context errors, 4xx answers and malformed answers are not retryable.
 func Retryable(err error) bool {
 	var he *HTTPError
 	if errors.As(err, &he) {
@@ -152,57 +137,8 @@ func (c *Client) run() *http.Client {
 	return c.runHTTP
 }
 
-func (c *Client) limit() int64 {
-	if c.MaxResponseBytes > 0 {
-		return c.MaxResponseBytes
-	}
-	return DefaultMaxResponseBytes
-}
-
 // CloseIdleConnections closes the client's idle connections.
 func (c *Client) CloseIdleConnections() { c.http().CloseIdleConnections() }
-
-// Run posts a one-shot JSON call to the stage server at base (scheme and
-// host, with or without Path) and returns its answer.
-func (c *Client) Run(ctx context.Context, base string, req *RunRequest) (*RunResponse, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("hop: encode request: %w", err)
-	}
-	hr, err := c.newRequest(ctx, base, bytes.NewReader(body), "application/json")
-	if err != nil {
-		return nil, err
-	}
-	hr.Header.Set("Accept", "application/json")
-	resp, err := c.run().Do(hr)
-	if err != nil {
-		return nil, transportError(ctx, err)
-	}
-	defer resp.Body.Close()
-	limit := c.limit()
-	if resp.StatusCode/100 != 2 {
-		// An error answer is short; reading a little of it is enough.
-		limit = min(limit, maxErrorBody)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, transportError(ctx, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return nil, decodeError(resp, data)
-	}
-	if int64(len(data)) > limit {
-		return nil, &TooLargeError{Limit: limit}
-	}
-	var out RunResponse
-	if err := json.Unmarshal(data, &out); err != nil {
-		return nil, fmt.Errorf("hop: malformed answer: %w", err)
-	}
-	if err := checkResponse(&out); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
 
 // Answer is a streamed answer, its headers read and its body still to
 // come.
@@ -314,16 +250,20 @@ func transportError(ctx context.Context, err error) error {
 	return &TransportError{Err: err}
 }
 
-func checkResponse(r *RunResponse) error {
-	switch {
-	case r.Finished && r.Output == nil:
-		return errors.New("hop: malformed answer: finished without output")
-	case !r.Finished && r.StageInput == "":
-		return errors.New("hop: malformed answer: not finished and no stage_input")
-	case !r.Finished && r.StageID < 0:
-		return fmt.Errorf("hop: malformed answer: next stage_id %d", r.StageID)
+// answerError types an error reading an answer's stream: an error frame
+// becomes an *HTTPError, as if the server had answered with its status; a
+// stream that is not what it should be stays a *payload.Error; a stream
+// cut short, or a failed read, is a *TransportError (the connection broke).
+func answerError(err error) error {
+	var se *payload.StreamError
+	if errors.As(err, &se) {
+		return &HTTPError{Status: se.Status, Code: se.Code, Message: se.Message}
 	}
-	return nil
+	var pe *payload.Error
+	if errors.As(err, &pe) && pe.Code != payload.CodeTruncated {
+		return err
+	}
+	return &TransportError{Err: err}
 }
 
 func decodeError(resp *http.Response, data []byte) *HTTPError {

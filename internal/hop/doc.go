@@ -6,12 +6,12 @@
 //
 // # Two forms of one call
 //
-// The one-shot form is JSON, for external routers (its shape is fixed by
-// DESIGN.md): stage 0 takes {"stage_id": 0, "stage_input": {"text"},
-// "sampling_params", "request_id", "output_modalities"}, a later stage
-// {"stage_id", "stage_input": "<the previous answer's stage_input>"}; the
-// answer is {"request_id", "stage_id", "finished": false, "stage_input":
-// "<base64 payload>"} for the stage named, or {"request_id", "stage_id",
+// The one-shot form is JSON, for external routers: stage 0 takes
+// {"stage_id": 0, "stage_input": {"text"}, "sampling_params",
+// "request_id", "output_modalities"}, a later stage {"stage_id",
+// "stage_input": "<the previous answer's stage_input>"}; the answer is
+// {"request_id", "stage_id", "finished": false, "stage_input": "<base64
+// payload>"} for the stage named, or {"request_id", "stage_id",
 // "finished": true, "output": {...}} with every selected output. The stage
 // runs on its whole input, and answers once it has run.
 //
@@ -77,10 +77,11 @@
 // same bytes takes 23 µs here; a call's cost is mostly that of opening a
 // streamed request, 424 µs for an echo.) Go's HTTP/2 server hands every
 // 4 KiB of an answer to its connection goroutine and back, and flow
-// control adds writes of its own. What HTTP/1.1 gives up: a hop holds a connection of its own while it runs
-// (calls are few: a replica runs two at once by default), and a server
-// notices a caller that went away only by reading or writing, which is why
-// the server reads the input ahead of the stage. Proxies between hops must
+// control adds writes of its own. What HTTP/1.1 gives up: a hop holds a
+// connection of its own while it runs (calls are few: a replica runs two
+// at once by default), and a server notices a caller that went away only
+// by reading or writing, which is why the server reads the input ahead of
+// the stage. Proxies between hops must
 // not buffer bodies (a Kubernetes Service does not). Stage servers also
 // speak h2c, to clients that want it.
 package hop

@@ -78,7 +78,7 @@ func startStages(t testing.TB, cfg *pipeline.Config, key string, hooks *testengi
 
 // prompt is stage 0's request for text.
 func prompt(text string, modalities ...string) *hop.RunRequest {
-	raw, _ := json.Marshal(hop.Prompt{Text: text})
+	raw, _ := json.Marshal(engine.Prompt{Text: text})
 	zero := 0
 	return &hop.RunRequest{StageID: &zero, StageInput: raw, OutputModalities: modalities}
 }
@@ -132,7 +132,7 @@ func idle(t testing.TB, orchs ...*orchestrator.Orchestrator) {
 }
 
 // run runs req through a chain over urls and collects its outputs.
-func run(ctx context.Context, c *hop.Chain, req *hop.RunRequest) (collected, *hop.Result, error) {
+func run(ctx context.Context, c *hop.Chain, req *hop.RunRequest) (collected, *hop.Outcome, error) {
 	got := collected{}
 	res, err := c.Run(ctx, req, got.add)
 	return got, res, err

@@ -1,5 +1,9 @@
 package hop
 
+// Reading a one-shot (JSON) /v1/run body: its memory taken from the
+// server's budget first, the read under a deadline, and a strict decode
+// that leaves a long stage_input string where it is.
+
 import (
 	"bytes"
 	"net/http"
@@ -20,6 +24,23 @@ const inputKey = `"stage_input":"`
 // is not base64url (the '~'), so if it ever reached the codec it would be
 // refused.
 const inputStandIn = `"~stage_input~"`
+
+// reserveBody takes the memory a JSON body may need from the server's
+// budget (ServerOptions.MaxBodyMemory) before it is read: its declared
+// length, or MaxBody when it declares none. Until its call returns, the
+// body, its decoded payload and the stage's input are in memory, so the
+// reservation lasts that long. A call that cannot reserve its part within
+// the body read timeout is refused as overloaded (503, retryable): a
+// burst of big bodies, signed or forged, costs at most the budget, and
+// each body is read, base64-decoded and its signature checked before any
+// more of it is copied.
+func (s *Server) reserveBody(r *http.Request) (release func(), err error) {
+	n := r.ContentLength
+	if n < 0 || n > s.opts.MaxBody {
+		n = s.opts.MaxBody // a longer body is refused as it is read
+	}
+	return s.bodies.Take(r.Context(), max(n, 1), "/v1/run bodies")
+}
 
 // readJSON reads a JSON /v1/run body, under the body read deadline, and
 // decodes it into req. req.StageInput may refer to the body, which is

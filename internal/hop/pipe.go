@@ -1,5 +1,8 @@
 package hop
 
+// bufPipe, the pipe from the writer of a Caller's input stream to the body
+// of its call.
+
 import (
 	"io"
 	"sync"

@@ -1,5 +1,16 @@
 package hop
 
+// Tracing of /v1/run (ServerOptions.TracerProvider). Each call whose
+// payload is read is one server span, "POST /v1/run", started when the
+// call arrived. Its parent is the caller's traceparent header; when the
+// call has none (a router that passes no headers), the trace carried in
+// the payload: the span of the stage that made it. The answer's payload
+// carries this call's span on, so a chain of /v1/run calls across stage
+// servers is one trace whose links follow the route. A call refused
+// before its payload is read is not traced (its access log line and
+// metrics remain). Without a provider the payload's trace passes through
+// unchanged.
+
 import (
 	"context"
 	"net/http"
@@ -13,17 +24,6 @@ import (
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/telemetry"
 )
-
-// Tracing of /v1/run (ServerOptions.TracerProvider). Each call whose
-// payload is read is one server span, "POST /v1/run", started when the
-// call arrived. Its parent is the caller's traceparent header; when the
-// call has none (a router that passes no headers), the trace carried in
-// the payload: the span of the stage that made it. The answer's payload
-// carries this call's span on, so a chain of /v1/run calls across stage
-// servers is one trace whose links follow the route. A call refused
-// before its payload is read is not traced (its access log line and
-// metrics remain). Without a provider the payload's trace passes through
-// unchanged.
 
 // traced starts the span of call c, which arrived at start, and returns r
 // with ctx holding it and the function that ends it with the call's

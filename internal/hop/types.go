@@ -1,5 +1,8 @@
 package hop
 
+// The names both sides of /v1/run share: its path, the media type and
+// headers of the streamed form, and the one-shot JSON bodies.
+
 import (
 	"encoding/json"
 
@@ -47,8 +50,8 @@ type RunRequest struct {
 	Finished *bool `json:"finished,omitempty"`
 }
 
-// Prompt is stage 0's stage_input.
-type Prompt struct {
+// entryInput is stage 0's stage_input: {"text": "..."}.
+type entryInput struct {
 	Text string `json:"text"`
 }
 

@@ -1,9 +1,14 @@
 package httperr
 
 import (
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/omnistage/omnistage/internal/membudget"
+	"github.com/omnistage/omnistage/internal/orchestrator"
 )
 
 func TestShort(t *testing.T) {
@@ -14,5 +19,18 @@ func TestShort(t *testing.T) {
 	s := Short(long)
 	if !utf8.ValidString(s) || !strings.HasSuffix(s, "…") || len(s) > MaxEcho+len("…") {
 		t.Errorf("Short cut %d bytes to %q", len(long), s)
+	}
+}
+
+// TestClassifyBusy: a memory budget that stays full is the server's
+// overload, as a full queue is, also when a stage failed on it (a streamed
+// call's big frame refused while the stage reads its input).
+func TestClassifyBusy(t *testing.T) {
+	busy := &membudget.BusyError{What: "/v1/run frames", Size: 1 << 30}
+	for _, err := range []error{busy, &orchestrator.StageError{Stage: 1, Name: "b", Err: fmt.Errorf("read input: %w", busy)}} {
+		status, typ, code := Classify(err)
+		if status != http.StatusServiceUnavailable || typ != TypeServer || code != string(orchestrator.CodeOverloaded) {
+			t.Errorf("Classify(%v) = %d %s %s, want 503 %s overloaded", err, status, typ, code, TypeServer)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/membudget"
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
@@ -18,7 +19,7 @@ const (
 	CodeBadRequest   Code = "bad_request"    // the caller's input: 400
 	CodeConflict     Code = "conflict"       // request id still active or draining: 409
 	CodeNotFound     Code = "not_found"      // no such request: 404
-	CodeOverloaded   Code = "overloaded"     // in-flight limit or a stage queue is full: 503
+	CodeOverloaded   Code = "overloaded"     // in-flight limit, a stage queue or a memory budget is full: 503
 	CodeUnavailable  Code = "unavailable"    // not ready, shutting down, no healthy replica: 503
 	CodeAborted      Code = "aborted"        // the request was aborted or its client went away
 	CodeAbortFailed  Code = "abort_failed"   // an abort did not drain within its timeout
@@ -100,6 +101,7 @@ func CodeOf(err error) Code {
 		pe  *engine.ParamError
 		ie  *engine.InputError
 		stg *StageError
+		mb  *membudget.BusyError
 	)
 	switch {
 	case errors.As(err, &rl):
@@ -108,6 +110,8 @@ func CodeOf(err error) Code {
 		return CodeBadRequest
 	case errors.As(err, &e):
 		return e.Code
+	case errors.As(err, &mb):
+		return CodeOverloaded
 	case errors.As(err, &stg):
 		return CodeStageFailed
 	case errors.Is(err, context.DeadlineExceeded):

@@ -81,20 +81,20 @@ func BenchmarkBinary(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(d.bytes)
 				for b.Loop() {
-					if _, err := c.Marshal(e); err != nil {
+					if _, err := c.marshal(e); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
 			b.Run(d.name+"/"+k.name+"/unmarshal", func(b *testing.B) {
-				bin, err := c.Marshal(e)
+				bin, err := c.marshal(e)
 				if err != nil {
 					b.Fatal(err)
 				}
 				b.ReportAllocs()
 				b.SetBytes(d.bytes)
 				for b.Loop() {
-					if _, err := c.Unmarshal(bin, expect(1)); err != nil {
+					if _, err := c.unmarshal(bin, expect(1)); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -244,7 +244,7 @@ func BenchmarkStream(b *testing.B) {
 // BenchmarkBase64 compares the base64 of payloads with the standard
 // library's on the binary payload of 10 s of audio.
 func BenchmarkBase64(b *testing.B) {
-	bin, err := NewCodec(nil).Marshal(base(benchData[0].chunk))
+	bin, err := NewCodec(nil).marshal(base(benchData[0].chunk))
 	if err != nil {
 		b.Fatal(err)
 	}

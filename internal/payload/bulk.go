@@ -1,17 +1,17 @@
 package payload
 
-import (
-	"encoding/binary"
-	"math"
-	"unsafe"
-)
-
 // The numeric slices of chunks (audio samples, frame params and strengths,
 // segment times and pitch targets) travel as bin values of little-endian
 // elements. On a little-endian host a slice already is its wire form, so it
 // is copied as bytes (one memmove each way); a big-endian host converts
 // element by element. Both paths are always compiled, and the tests run the
 // portable one on every host.
+
+import (
+	"encoding/binary"
+	"math"
+	"unsafe"
+)
 
 // nativeLE reports whether the host stores numbers little-endian.
 var nativeLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1

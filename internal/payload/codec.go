@@ -1,19 +1,13 @@
 package payload
 
+// Codec: its options, its keys and clock, and the stamp that payload
+// headers and stream preambles share (version, flags, key id, issued-at
+// time) with its checks.
+
 import (
-	"bytes"
-	"encoding/base64"
 	"encoding/binary"
-	"errors"
-	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
-
-	fastb64 "github.com/segmentio/asm/base64"
-
-	"github.com/omnistage/omnistage/internal/engine"
 )
 
 // DefaultMaxSize is the largest payload, in bytes before base64, and the
@@ -32,30 +26,16 @@ const DefaultLifetime = 10 * time.Minute
 const ClockSkew = 30 * time.Second
 
 const (
-	magic = "OSTG"
 	// stampLen is the length of the key id and issued-at time that a
 	// payload's header and a stream's preamble hold.
 	stampLen   = keyIDLen + 8
-	headerLen  = len(magic) + 2 + stampLen // magic, version, flags, key id, issued at
-	flagSigned = 1 << 0                    // a tag follows the body
+	flagSigned = 1 << 0 // a tag follows the body
 )
 
-// b64 is the text encoding of payloads, with SIMD (AVX2 on amd64; on 10 s
-// of audio here, 13 times the standard library's speed to encode and 6
-// times to decode, see BenchmarkBase64): the standard library's took 0.9
-// ms of a 3 ms hop. Strict makes the encoding of a given payload unique:
-// every other string is refused. stdB64 is the same encoding from the
-// standard library, the oracle of FuzzBase64, which names where a bad
-// string goes wrong.
-var (
-	b64    = fastb64.RawURLEncoding.Strict()
-	stdB64 = base64.RawURLEncoding.Strict()
-)
-
-// Codec turns envelopes into payloads, binary (Marshal) or as the opaque
-// stage_input strings of /v1/run (Encode), and back; it also writes and
-// reads payload streams (NewStreamWriter, NewStreamReader). It is safe for
-// concurrent use, SetRing included.
+// Codec turns envelopes into payloads, the opaque stage_input strings of
+// /v1/run (Encode), and back (Decode); it also writes and reads payload
+// streams (NewStreamWriter, NewStreamReader). It is safe for concurrent
+// use, SetRing included.
 type Codec struct {
 	ring     atomic.Pointer[Ring] // nil without a key
 	maxSize  int
@@ -96,7 +76,7 @@ func WithClock(now func() time.Time) Option {
 }
 
 // NewCodec returns a codec that signs with key and refuses payloads and
-// streams not signed with it (see the package documentation for the MAC):
+// streams not signed with it (docs/payload.md describes the MAC):
 // NewRingCodec with a ring of that one key. An empty key means no
 // signing: payloads and streams are written unsigned and the tags of
 // signed ones are ignored, since there is nothing to check them with. key
@@ -126,199 +106,9 @@ func NewRingCodec(r *Ring, opts ...Option) *Codec {
 // the codec is in use. A nil r makes the codec unsigned.
 func (c *Codec) SetRing(r *Ring) { c.ring.Store(r) }
 
-// Ring returns the codec's keys, nil when it has none.
-func (c *Codec) Ring() *Ring { return c.ring.Load() }
-
-// Signed reports whether the codec has a key.
-func (c *Codec) Signed() bool { return c.ring.Load() != nil }
-
-// Lifetime returns how long after they were issued the codec accepts
-// payloads and streams; 0 means for ever.
-func (c *Codec) Lifetime() time.Duration { return c.lifetime }
-
 // MaxSize returns the largest payload, in bytes before base64, and the
 // largest stream frame body the codec accepts.
 func (c *Codec) MaxSize() int { return c.maxSize }
-
-// Marshal returns e as a binary payload: header, msgpack body and, when
-// the codec has a key, tag. It refuses an envelope that Unmarshal would
-// refuse whatever the server (a missing field, a bad chunk); that error is
-// not an *Error, since the envelope was built by this server: it is a bug.
-// A payload larger than MaxSize is an *Error with CodeTooLarge. e is not
-// modified; the returned slice is the caller's.
-func (c *Codec) Marshal(e *Envelope) ([]byte, error) {
-	if e == nil {
-		return nil, errors.New("payload: cannot encode a nil envelope")
-	}
-	return c.marshal(make([]byte, 0, sizeHint(e)), e)
-}
-
-// marshal appends the binary payload of e to b.
-func (c *Codec) marshal(b []byte, e *Envelope) ([]byte, error) {
-	var signer *macer
-	if r := c.ring.Load(); r != nil {
-		signer = r.signer()
-	}
-	start := len(b)
-	b, err := c.body(b, e, signer)
-	if err != nil || signer == nil {
-		return b, err
-	}
-	return signer.sealPayload(b, start), nil
-}
-
-// body appends the binary payload of e without its tag to b, after
-// checking e and that the payload, tag included, fits in MaxSize; signer
-// is the key that will sign it, nil for none.
-func (c *Codec) body(b []byte, e *Envelope, signer *macer) ([]byte, error) {
-	if err := e.validate(); err != nil {
-		return nil, fmt.Errorf("payload: cannot encode an invalid envelope: %s", err.Message)
-	}
-	start := len(b)
-	b = c.appendStamp(append(b, magic...), FormatVersion, signer)
-	b, err := encodeMap(envelopeSchema, b, e)
-	if err != nil {
-		return nil, fmt.Errorf("payload: encode: %w", err)
-	}
-	n := len(b) - start
-	if signer != nil {
-		n += sealLen
-	}
-	if n > c.maxSize {
-		return nil, newError(CodeTooLarge, "the output of stage %d makes a payload of %s, more than the limit of %s; send shorter input or raise the payload size limit", e.From, size(n), size(c.maxSize))
-	}
-	return b, nil
-}
-
-// Encode returns e as a stage_input string: the URL-safe base64 of
-// Marshal's payload, with Marshal's errors.
-func (c *Codec) Encode(e *Envelope) (string, error) {
-	if e == nil {
-		return "", errors.New("payload: cannot encode a nil envelope")
-	}
-	buf := getBuffer(sizeHint(e))
-	defer putBuffer(buf)
-	bin, err := c.marshal((*buf)[:0], e)
-	if err != nil {
-		return "", err
-	}
-	*buf = bin[:0]
-	out := make([]byte, b64.EncodedLen(len(bin)))
-	b64.Encode(out, bin)
-	return unsafe.String(unsafe.SliceData(out), len(out)), nil
-}
-
-// Unmarshal returns the envelope in the binary payload b, after checking
-// that it is intact (and signed, when the codec has a key), well formed,
-// and meant for the server described by want. Every problem with b is an
-// *Error; any other error means want itself is wrong (a bug). The envelope
-// and its chunks are newly allocated and owned by the caller: nothing
-// refers to b.
-func (c *Codec) Unmarshal(b []byte, want Expect) (*Envelope, error) {
-	if err := want.valid(); err != nil {
-		return nil, err
-	}
-	if len(b) > c.maxSize {
-		return nil, newError(CodeTooLarge, "payload is %s, more than this server's limit of %s", size(len(b)), size(c.maxSize))
-	}
-	return c.unmarshal(b, &want)
-}
-
-// Decode returns the envelope in the stage_input string s: Unmarshal of
-// its base64, with the same checks and errors, and the size checked before
-// the base64 is decoded.
-func (c *Codec) Decode(s string, want Expect) (*Envelope, error) {
-	if err := want.valid(); err != nil {
-		return nil, err
-	}
-	n := b64.DecodedLen(len(s))
-	if n > c.maxSize {
-		return nil, newError(CodeTooLarge, "payload is %s, more than this server's limit of %s", size(n), size(c.maxSize))
-	}
-	buf := getBuffer(n)
-	defer putBuffer(buf)
-	bin := (*buf)[:n]
-	n, err := decodeBase64(bin, unsafe.Slice(unsafe.StringData(s), len(s)))
-	if err != nil {
-		var ce base64.CorruptInputError
-		if errors.As(err, &ce) {
-			return nil, notBase64(fmt.Sprintf("bad data at character %d", int64(ce)))
-		}
-		return nil, notBase64(err.Error())
-	}
-	if b64.EncodedLen(n) != len(s) {
-		// The decoder skips line breaks; refuse them so that a payload has
-		// one spelling.
-		return nil, notBase64("it contains line breaks")
-	}
-	return c.unmarshal(bin[:n], &want)
-}
-
-func (c *Codec) unmarshal(b []byte, want *Expect) (*Envelope, error) {
-	body, seal, key, err := c.open(b)
-	if err != nil {
-		return nil, err
-	}
-	if seal != nil && !key.checkPayload(b[:headerLen+len(body)], seal) {
-		return nil, newError(CodeSignatureInvalid, "payload signature does not match: it was altered, or signed with another key; give every stage server the same payload key")
-	}
-	if err := c.checkIssued("payload", b[len(magic)+2+keyIDLen:headerLen]); err != nil {
-		return nil, err
-	}
-	e, err := decodeEnvelope(body)
-	if err != nil {
-		return nil, err
-	}
-	if err := e.check(want); err != nil {
-		return nil, err
-	}
-	return e, nil
-}
-
-// decodeEnvelope decodes the body of a payload of this version.
-func decodeEnvelope(body []byte) (*Envelope, *Error) {
-	e := new(Envelope)
-	if err := decodeMap(envelopeSchema, body, e); err != nil {
-		return nil, undecodable("payload", err)
-	}
-	if e.Version != FormatVersion {
-		return nil, newError(CodeUndecodable, "payload does not decode: its header says format version %d but its body says %d", FormatVersion, e.Version)
-	}
-	return e, nil
-}
-
-// open checks the header of a binary payload and returns its msgpack body,
-// its seal (nonce and tag) and the key to check the seal with: no seal and
-// no key when the payload is unsigned or the codec has no key, since then
-// there is nothing to check.
-func (c *Codec) open(bin []byte) (body, seal []byte, key *macer, err *Error) {
-	if len(bin) < len(magic)+2 || string(bin[:len(magic)]) != magic {
-		return nil, nil, nil, newError(CodeBadMagic, "stage_input is not an omnistage payload; pass the stage_input of the previous /v1/run response unchanged")
-	}
-	if v := bin[len(magic)]; v != FormatVersion {
-		return nil, nil, nil, newError(CodeUnsupportedVersion, "payload has format version %d, this server reads version %d; run every stage server from the same omnistage release", v, FormatVersion)
-	}
-	if len(bin) < headerLen {
-		return nil, nil, nil, newError(CodeUndecodable, "payload is %d bytes, too short to hold its header", len(bin))
-	}
-	flags := bin[len(magic)+1]
-	key, err = c.keyFor("payload", flags, bin[len(magic)+2:len(magic)+2+keyIDLen])
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	body = bin[headerLen:]
-	if flags&flagSigned == 0 {
-		return body, nil, nil, nil
-	}
-	if len(body) < sealLen {
-		return nil, nil, nil, newError(CodeSignatureInvalid, "payload is too short to hold its signature (was it truncated?)")
-	}
-	body, seal = body[:len(body)-sealLen], body[len(body)-sealLen:]
-	if key == nil {
-		return body, nil, nil, nil
-	}
-	return body, seal, key, nil
-}
 
 // appendStamp appends to b the version byte, the flags, the key id and
 // the issued-at time of a payload header or stream preamble signed by
@@ -385,102 +175,4 @@ func (c *Codec) checkIssued(what string, b []byte) *Error {
 // saturating for times that a real clock never shows.
 func ago(now, then int64) time.Duration {
 	return time.UnixMilli(now).Sub(time.UnixMilli(then)).Round(time.Millisecond)
-}
-
-// decodeBase64 decodes src into dst with b64, and returns the standard
-// library's error when src is not a payload's base64: the fast decoder
-// counts an error's offset from where its SIMD part stopped, and its URL
-// alphabet also takes '+' and '/', which the standard one refuses (found
-// by FuzzBase64).
-func decodeBase64(dst, src []byte) (int, error) {
-	n, err := b64.Decode(dst, src)
-	if err == nil && bytes.IndexByte(src, '+') < 0 && bytes.IndexByte(src, '/') < 0 {
-		return n, nil
-	}
-	if _, err := stdB64.Decode(dst, src); err != nil {
-		return 0, err
-	}
-	return 0, errors.New("payload: the base64 decoders disagree") // FuzzBase64 says they do not
-}
-
-func notBase64(why string) *Error {
-	return newError(CodeNotBase64, "stage_input is not URL-safe base64 without padding (%s); pass the stage_input of the previous /v1/run response unchanged", why)
-}
-
-// sizeHint estimates the size of e's binary payload, to allocate the
-// buffer once.
-func sizeHint(e *Envelope) int {
-	n := 1024 + len(e.Prompt.Text) + len(e.Trace)
-	for _, p := range e.Params {
-		n += len(p) + 5
-	}
-	n += chunksSize(e.Data)
-	for _, o := range e.Carried {
-		n += 16 + chunksSize(o.Chunks)
-	}
-	return n
-}
-
-func chunksSize(cs []engine.Chunk) int {
-	n := 0
-	for i := range cs {
-		n += chunkSize(&cs[i])
-	}
-	return n
-}
-
-// chunkSize estimates the encoded size of c.
-func chunkSize(c *engine.Chunk) int {
-	n := 64
-	switch {
-	case c.Text != nil:
-		n += len(c.Text.Text)
-	case c.Frames != nil:
-		n += len(c.Frames.Voice) + 4*(len(c.Frames.Params)+len(c.Frames.Str))
-	case c.Segments != nil:
-		n += 16*len(c.Segments.Names) + 4*(len(c.Segments.Ends)+len(c.Segments.TargetPos)+len(c.Segments.TargetF0))
-	case c.Audio != nil:
-		n += 2 * len(c.Audio.Samples)
-	case c.Words != nil:
-		n += 48 * len(c.Words.Words)
-	}
-	return n
-}
-
-// bufs holds scratch buffers (*[]byte) for Encode, Decode and streams;
-// bigger ones are dropped so that a burst of long payloads does not pin
-// memory.
-var bufs sync.Pool
-
-const maxPooled = 4 << 20
-
-// getBuffer returns an empty buffer with room for n bytes.
-func getBuffer(n int) *[]byte {
-	b, _ := bufs.Get().(*[]byte)
-	if b == nil {
-		b = new([]byte)
-	}
-	if cap(*b) < n {
-		*b = make([]byte, 0, n)
-	}
-	*b = (*b)[:0]
-	return b
-}
-
-func putBuffer(b *[]byte) {
-	if cap(*b) > maxPooled {
-		return
-	}
-	bufs.Put(b)
-}
-
-// size formats a byte count for a person.
-func size(n int) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
 }

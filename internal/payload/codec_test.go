@@ -56,7 +56,7 @@ func TestRoundTrip(t *testing.T) {
 				if !strings.HasPrefix(s, prefix) {
 					t.Errorf("payload starts %q, want %q", s[:8], prefix)
 				}
-				bin, err := c.Marshal(tc.e)
+				bin, err := c.marshal(tc.e)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -68,7 +68,7 @@ func TestRoundTrip(t *testing.T) {
 				if !bytes.Equal(a, b) {
 					t.Error("Encode is not the base64 of Marshal")
 				}
-				got, err = c.Unmarshal(bin, expect(1))
+				got, err = c.unmarshal(bin, expect(1))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -92,7 +92,7 @@ func TestKeylessCodecReadsSignedPayloads(t *testing.T) {
 		t.Fatalf("keyless decode of a signed payload: %v", err)
 	}
 	// An empty key is no key.
-	if NewCodec([]byte{}).Signed() {
+	if NewCodec([]byte{}).ring.Load() != nil {
 		t.Error("NewCodec([]byte{}) signs")
 	}
 }
@@ -334,7 +334,7 @@ func TestBadPayloads(t *testing.T) {
 			}
 			// Unmarshal makes the same checks on the binary payload.
 			if bin, err := stdB64.DecodeString(s); err == nil && tc.code != CodeNotBase64 {
-				e, err := c.Unmarshal(bin, want)
+				e, err := c.unmarshal(bin, want)
 				if !errors.As(err, &pe) {
 					t.Fatalf("Unmarshal = %v, %v; want an *Error", e, err)
 				}
@@ -507,8 +507,8 @@ func TestNextAndCarry(t *testing.T) {
 func TestParamsFor(t *testing.T) {
 	e := base()
 	for id, want := range map[int]string{0: `{"voice":"slt"}`, 1: "", 2: "", 3: "", -1: ""} {
-		if got := string(e.ParamsFor(id)); got != want {
-			t.Errorf("ParamsFor(%d) = %q, want %q", id, got, want)
+		if got := string(e.paramsFor(id)); got != want {
+			t.Errorf("paramsFor(%d) = %q, want %q", id, got, want)
 		}
 	}
 }

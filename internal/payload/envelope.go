@@ -1,5 +1,8 @@
 package payload
 
+// Envelope, what one stage hands the next, and Expect, what the server
+// that reads it knows.
+
 import (
 	"encoding/json"
 
@@ -13,15 +16,15 @@ const FormatVersion = 3
 
 // Envelope is everything one stage hands to the next through POST /v1/run.
 // It is self-contained: the server that receives it needs nothing else about
-// the request. Its wire keys are listed in the package documentation.
+// the request. Its wire keys are listed in docs/payload.md.
 //
 // Slices are shared, not copied: an Envelope built with Next refers to the
 // params, outputs and chunks of the one it was built from. Like chunks (see
 // package engine), an envelope's slices are not modified once it is built.
 type Envelope struct {
-	// Version is the format version. Marshal and Encode write
+	// Version is the format version. Encode and a StreamWriter write
 	// FormatVersion whatever it holds (they refuse any other non-zero
-	// value); Unmarshal and Decode set it.
+	// value); Decode and a StreamReader set it.
 	Version int
 	// Pipeline is the name of the pipeline.
 	Pipeline string
@@ -74,8 +77,8 @@ type StageOutput struct {
 }
 
 // Expect is what the server decoding a payload knows: its pipeline and the
-// stage it runs. Codec.Decode and Codec.Unmarshal refuse a payload that
-// does not fit it; StreamReader.Header refuses such a stream.
+// stage it runs. Codec.Decode refuses a payload that does not fit it;
+// StreamReader.Header refuses such a stream.
 type Expect struct {
 	// Pipeline is the pipeline's name.
 	Pipeline string
@@ -98,9 +101,9 @@ type Expect struct {
 	Input engine.Kind
 }
 
-// ParamsFor returns the sampling params of stage id, or nil for the
+// paramsFor returns the sampling params of stage id, or nil for the
 // defaults (no entry, nil or JSON null).
-func (e *Envelope) ParamsFor(id int) json.RawMessage {
+func (e *Envelope) paramsFor(id int) json.RawMessage {
 	if id < 0 || id >= len(e.Params) || isNull(e.Params[id]) {
 		return nil
 	}

@@ -1,5 +1,8 @@
 package payload
 
+// Ring and KeyID: a server's payload keys, and how payloads and streams
+// name the key that signed them.
+
 import (
 	"encoding/hex"
 	"errors"
@@ -56,8 +59,8 @@ func NewRing(keys ...[]byte) (*Ring, error) {
 // Newest returns the id of the key that signs.
 func (r *Ring) Newest() KeyID { return r.signer().id }
 
-// IDs returns the ids of the ring's keys, oldest first.
-func (r *Ring) IDs() []KeyID {
+// ids returns the ids of the ring's keys, oldest first.
+func (r *Ring) ids() []KeyID {
 	ids := make([]KeyID, len(r.keys))
 	for i, m := range r.keys {
 		ids[i] = m.id

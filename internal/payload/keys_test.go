@@ -31,7 +31,7 @@ func mustRing(t testing.TB, keys ...[]byte) *Ring {
 
 func TestRing(t *testing.T) {
 	r := mustRing(t, oldKey, newKey)
-	if got, want := r.IDs(), []KeyID{KeyID(referenceKeyID(oldKey)), KeyID(referenceKeyID(newKey))}; !reflect.DeepEqual(got, want) {
+	if got, want := r.ids(), []KeyID{KeyID(referenceKeyID(oldKey)), KeyID(referenceKeyID(newKey))}; !reflect.DeepEqual(got, want) {
 		t.Errorf("IDs = %v, want %v (oldest first)", got, want)
 	}
 	if r.Newest() != KeyID(referenceKeyID(newKey)) {
@@ -42,7 +42,7 @@ func TestRing(t *testing.T) {
 	}
 	// A key given twice counts once, at its last place.
 	r = mustRing(t, newKey, oldKey, newKey)
-	if got, want := r.IDs(), []KeyID{KeyID(referenceKeyID(oldKey)), KeyID(referenceKeyID(newKey))}; !reflect.DeepEqual(got, want) {
+	if got, want := r.ids(), []KeyID{KeyID(referenceKeyID(oldKey)), KeyID(referenceKeyID(newKey))}; !reflect.DeepEqual(got, want) {
 		t.Errorf("IDs of new, old, new = %v, want %v", got, want)
 	}
 	for _, bad := range [][][]byte{nil, {oldKey, {}}} {
@@ -239,13 +239,13 @@ func TestExpiry(t *testing.T) {
 func TestExpiryAfterSignature(t *testing.T) {
 	writer := NewCodec(testKey, WithClock(testClock))
 	reader := NewCodec(testKey, WithLifetime(time.Minute), WithClock(func() time.Time { return testIssued.Add(time.Hour) }))
-	b, err := writer.Marshal(base(textChunk("hi")))
+	b, err := writer.marshal(base(textChunk("hi")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// An hour later, by the reader's clock.
 	copy(b[6+keyIDLen:], stamp(nil, testIssued.Add(time.Hour))[keyIDLen:])
-	if _, err := reader.Unmarshal(b, expect(1)); codeOf(err) != CodeSignatureInvalid {
+	if _, err := reader.unmarshal(b, expect(1)); codeOf(err) != CodeSignatureInvalid {
 		t.Fatalf("a payload with a moved issued-at time: %v; want %s", err, CodeSignatureInvalid)
 	}
 }

@@ -1,5 +1,8 @@
 package payload
 
+// The MAC: the keys derived for each payload and each stream, and their
+// GMAC tags.
+
 import (
 	"crypto/aes"
 	"crypto/cipher"

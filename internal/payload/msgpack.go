@@ -1,15 +1,5 @@
 package payload
 
-import (
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"math"
-	"strings"
-
-	"github.com/vmihailenco/msgpack/v5/msgpcode"
-)
-
 // The msgpack of this package is written and read by hand, on byte slices,
 // rather than by the msgpack library's reflection over struct tags.
 // Reflection preallocates whatever length a bin header claims (4 GiB from a
@@ -22,6 +12,16 @@ import (
 // is checked against the bytes that remain before anything is allocated for
 // it. The writer uses the smallest encoding of each value, as the msgpack
 // library does; the reader accepts any encoding of the right type.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+)
 
 // writer appends msgpack values to b, keeping the first error.
 type writer struct {

@@ -1,5 +1,11 @@
 package payload
 
+// This file is the msgpack schema of the format, stated once: each table
+// below lists the keys of one msgpack map (key, name in messages, type,
+// presence, meaning), and the same table drives the encoder, the strict
+// decoder and the tables of docs/payload.md (TestDocSchema keeps the
+// document equal to them). A map is written with its keys in table order.
+
 import (
 	"bytes"
 	"encoding/json"
@@ -8,12 +14,6 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
-
-// This file is the msgpack schema of the format, stated once: each table
-// below lists the keys of one msgpack map (key, name in messages, type,
-// presence, meaning), and the same table drives the encoder, the strict
-// decoder and the tables of the package documentation (TestDocSchema keeps
-// doc.go equal to them). A map is written with its keys in table order.
 
 // presence says whether a field must be in its map.
 type presence int

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 )
 
-// docTable returns the table of s as the package documentation shows it:
+// docTable returns the table of s as docs/payload.md shows it:
 // a title line, then one line per field.
 func (s *schema[T]) docTable() string {
 	var b strings.Builder
@@ -23,8 +23,12 @@ func (s *schema[T]) docTable() string {
 	return b.String()
 }
 
-// schemaDoc returns the lines of doc.go that show the schema: every table,
-// as a code block of the doc comment.
+// docPath is the reference of the format, which shows the schema and the
+// error codes.
+const docPath = "../../docs/payload.md"
+
+// schemaDoc returns the lines of docPath that show the schema: every table,
+// one after the other, separated by blank lines.
 func schemaDoc() []string {
 	var lines []string
 	for i, table := range []string{
@@ -34,46 +38,48 @@ func schemaDoc() []string {
 		wordSchema.docTable(), errorSchema.docTable(),
 	} {
 		if i > 0 {
-			lines = append(lines, "//")
+			lines = append(lines, "")
 		}
-		for _, l := range strings.Split(strings.TrimSuffix(table, "\n"), "\n") {
-			lines = append(lines, "//\t"+l)
-		}
+		lines = append(lines, strings.Split(strings.TrimSuffix(table, "\n"), "\n")...)
 	}
 	return lines
 }
 
-// TestDocSchema checks that the tables of the package documentation are
-// those of the schema: the paragraph that names this test is followed by
-// them, up to the next heading. With -update it rewrites them.
+// TestDocSchema checks that the tables of docs/payload.md are those of the
+// schema: the paragraph that names this test is followed by them, in the
+// next fenced code block. With -update it rewrites them.
 func TestDocSchema(t *testing.T) {
-	src, err := os.ReadFile("doc.go")
+	src, err := os.ReadFile(docPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(src), "\n")
 	start := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "TestDocSchema fails") })
 	if start < 0 {
-		t.Fatal("doc.go has no paragraph that names TestDocSchema")
+		t.Fatalf("%s has no paragraph that names TestDocSchema", docPath)
 	}
-	start += slices.Index(lines[start:], "//") + 1 // after the paragraph
-	end := start + slices.IndexFunc(lines[start:], func(l string) bool { return strings.HasPrefix(l, "// # ") })
-	if end < start || lines[end-1] != "//" {
-		t.Fatal("doc.go has no heading after the schema tables")
+	fence := slices.IndexFunc(lines[start:], func(l string) bool { return strings.HasPrefix(l, "```") })
+	if fence < 0 {
+		t.Fatalf("%s has no code block after the paragraph that names TestDocSchema", docPath)
 	}
-	end-- // the blank line before the heading
+	start += fence + 1 // inside the block
+	end := slices.Index(lines[start:], "```")
+	if end < 0 {
+		t.Fatalf("%s: the code block of the schema tables does not end", docPath)
+	}
+	end += start
 	want := schemaDoc()
 	if slices.Equal(lines[start:end], want) {
 		return
 	}
 	if *update {
 		out := slices.Concat(lines[:start], want, lines[end:])
-		if err := os.WriteFile("doc.go", []byte(strings.Join(out, "\n")), 0o644); err != nil {
+		if err := os.WriteFile(docPath, []byte(strings.Join(out, "\n")), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("the schema tables of doc.go differ from the schema (rerun with -update):\n got\n%s\nwant\n%s", strings.Join(lines[start:end], "\n"), strings.Join(want, "\n"))
+	t.Errorf("the schema tables of %s differ from the schema (rerun with -update):\n got\n%s\nwant\n%s", docPath, strings.Join(lines[start:end], "\n"), strings.Join(want, "\n"))
 }
 
 // TestBulkPortable checks the little-endian fast paths against the

@@ -305,7 +305,7 @@ func TestStreamTamper(t *testing.T) {
 		{"preamble alone", bytes.Clone(pre), CodeTruncated},
 		{"not a stream", []byte(`{"error": {"message": "bad gateway"}}`), CodeBadMagic},
 		{"a payload", func() []byte {
-			b, err := c.Marshal(base())
+			b, err := c.marshal(base())
 			if err != nil {
 				t.Fatal(err)
 			}

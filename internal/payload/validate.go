@@ -1,5 +1,8 @@
 package payload
 
+// The checks of an envelope and its chunks: those that hold whatever the
+// server, and those against the server's Expect.
+
 import (
 	"fmt"
 	"math"
