@@ -467,7 +467,7 @@ func TestDockerignore(t *testing.T) {
 		{"go.sum", false},
 		{"cmd/omnistage/main.go", false},
 		{"internal/pipeline/builtin/tts.yaml", false},
-		{"internal/engines/flite/flite.go", false},
+		{"internal/engine/flite/flite.go", false},
 	}
 	for _, tt := range tests {
 		got, err := pm.MatchesOrParentMatches(tt.path)

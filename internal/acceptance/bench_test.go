@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/builtin"
-	"github.com/omnistage/omnistage/internal/engines/enhance"
-	"github.com/omnistage/omnistage/internal/engines/flite"
-	"github.com/omnistage/omnistage/internal/engines/sphinx"
+	"github.com/omnistage/omnistage/internal/engine/enhance"
+	"github.com/omnistage/omnistage/internal/engine/flite"
+	"github.com/omnistage/omnistage/internal/engine/shipped"
+	"github.com/omnistage/omnistage/internal/engine/sphinx"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
@@ -102,7 +102,7 @@ func startPipeline(b *testing.B, name string) *orchestrator.Orchestrator {
 	if err != nil {
 		b.Fatal(err)
 	}
-	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: builtin.Registry()})
+	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: shipped.Registry()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,15 +5,15 @@ import (
 	"testing"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/builtin"
-	"github.com/omnistage/omnistage/internal/engines/flite"
+	"github.com/omnistage/omnistage/internal/engine/flite"
+	"github.com/omnistage/omnistage/internal/engine/shipped"
 )
 
 // newEngine builds and warms one replica of a shipped engine, as the
 // runtime does, and closes it when tb ends.
 func newEngine(tb testing.TB, name string, in, out engine.Kind, opts engine.Options) engine.Engine {
 	tb.Helper()
-	d, ok := builtin.Registry().Lookup(name)
+	d, ok := shipped.Registry().Lookup(name)
 	if !ok {
 		tb.Fatalf("no engine %q", name)
 	}

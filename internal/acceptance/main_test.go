@@ -19,8 +19,8 @@ import (
 
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/flite"
-	"github.com/omnistage/omnistage/internal/engines/sphinx"
+	"github.com/omnistage/omnistage/internal/engine/flite"
+	"github.com/omnistage/omnistage/internal/engine/sphinx"
 )
 
 // workDir holds the omnistage binary the tests build.

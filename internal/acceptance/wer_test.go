@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/omnistage/omnistage/internal/engines/sphinx"
+	"github.com/omnistage/omnistage/internal/engine/sphinx"
 )
 
 // Word error rate.

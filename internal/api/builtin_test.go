@@ -17,7 +17,7 @@ import (
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/builtin"
+	"github.com/omnistage/omnistage/internal/engine/shipped"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
@@ -37,7 +37,7 @@ deploy:
     - {id: 2, options: {sample_rate: 24000}}
 `
 
-// realFixture serves a pipeline on the engines internal/engines/builtin
+// realFixture serves a pipeline on the engines internal/engine/shipped
 // registers, or skips the test, naming the missing engine, when the build
 // lacks one.
 func realFixture(t *testing.T, ref, yaml string) *fixture {
@@ -52,10 +52,10 @@ func realFixture(t *testing.T, ref, yaml string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engines := builtin.Registry()
+	engines := shipped.Registry()
 	for id := range cfg.Route.NumIDs() {
 		if name, _ := cfg.StageSpec(id, 0); !slices.Contains(engines.Names(), name) {
-			t.Skipf("pipeline %s needs engine %s, which internal/engines/builtin does not register in this build (it has %v)", cfg.Pipeline.Name, name, engines.Names())
+			t.Skipf("pipeline %s needs engine %s, which internal/engine/shipped does not register in this build (it has %v)", cfg.Pipeline.Name, name, engines.Names())
 		}
 	}
 	reg := prometheus.NewRegistry()

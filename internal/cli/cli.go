@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/builtin"
+	"github.com/omnistage/omnistage/internal/engine/shipped"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
@@ -38,7 +38,7 @@ type Env struct {
 // registry returns a registry holding the engines env provides.
 func (env Env) registry() *engine.Registry {
 	if env.Engines == nil {
-		return builtin.Registry()
+		return shipped.Registry()
 	}
 	r := &engine.Registry{}
 	env.Engines(r)

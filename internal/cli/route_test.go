@@ -13,8 +13,8 @@ import (
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/builtin"
-	"github.com/omnistage/omnistage/internal/engines/testengine"
+	"github.com/omnistage/omnistage/internal/engine/shipped"
+	"github.com/omnistage/omnistage/internal/engine/testengine"
 )
 
 // runCLI runs the command line with the shipped engines and the test
@@ -27,7 +27,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 func withTestEngines(r *engine.Registry) {
-	builtin.Register(r)
+	shipped.Register(r)
 	testengine.Register(r, nil, "test-talker", "test-post", "test-vocoder", "test-a", "test-b")
 }
 

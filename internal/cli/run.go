@@ -20,7 +20,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/flite/talker"
+	"github.com/omnistage/omnistage/internal/engine/flite/talker"
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/keyfile"
 	"github.com/omnistage/omnistage/internal/telemetry"

@@ -18,7 +18,7 @@ import (
 	"github.com/omnistage/omnistage/internal/api/apitest"
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/builtin"
+	"github.com/omnistage/omnistage/internal/engine/shipped"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/testkit"
@@ -39,7 +39,7 @@ func startStageServers(t *testing.T) ([]string, *pipeline.Config) {
 	var urls []string
 	for id := range 3 {
 		stage := id
-		s := apitest.Start(t, cfg, orchestrator.Options{Registry: builtin.Registry()}, api.Options{Stage: &stage, APIKey: apiKey})
+		s := apitest.Start(t, cfg, orchestrator.Options{Registry: shipped.Registry()}, api.Options{Stage: &stage, APIKey: apiKey})
 		urls = append(urls, s.URL)
 	}
 	return urls, cfg

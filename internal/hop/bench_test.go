@@ -17,7 +17,7 @@ import (
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/placement/remote"
-	"github.com/omnistage/omnistage/internal/stage"
+	"github.com/omnistage/omnistage/internal/pool"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -106,8 +106,8 @@ type clientPlacement struct {
 	codec  *payload.Codec
 }
 
-func (p clientPlacement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts stage.SupervisorOptions) (*stage.Supervisor, error) {
-	return stage.Supervise(spec.StageID, spec.Name, 1, d.MaxInflight, d.MaxQueue, func(int) (engine.Engine, error) {
+func (p clientPlacement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts pool.SupervisorOptions) (*pool.Supervisor, error) {
+	return pool.Supervise(spec.StageID, spec.Name, 1, d.MaxInflight, d.MaxQueue, func(int) (engine.Engine, error) {
 		return remote.New(remote.Config{Stage: spec, Pipeline: p.cfg, Endpoint: d.Endpoints[0], Client: &hop.Client{HTTP: p.client}, Codec: p.codec, Link: d.Link})
 	}, opts)
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/testengine"
+	"github.com/omnistage/omnistage/internal/engine/testengine"
 )
 
 // idleLog is an IdleObserver that notes its calls.

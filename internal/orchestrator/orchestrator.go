@@ -27,8 +27,8 @@
 // A stage's replicas run in this process (placement inproc, through the
 // engine registry) or elsewhere, built by the Options' Placements:
 // worker processes (placement process) or stage servers (placement
-// remote). A stage.Supervisor per stage builds and warms its replicas and
-// restarts lost ones (see package stage). A replica is lost when its
+// remote). A pool.Supervisor per stage builds and warms its replicas and
+// restarts lost ones (see package pool). A replica is lost when its
 // engine's Watcher channel closes (a worker process exited, a remote
 // server stopped answering) or a Process call returns an error wrapping
 // engine.ErrReplicaLost. The requests bound to it fail with a
@@ -86,7 +86,7 @@ type Options struct {
 	// another stage are refused as unavailable.
 	Stages []int
 	// RestartBackoff and RestartBackoffMax are the lost replicas' restart
-	// backoff (stage.SupervisorOptions): zero means the defaults, and a
+	// backoff (pool.SupervisorOptions): zero means the defaults, and a
 	// negative RestartBackoff disables restarts.
 	RestartBackoff    time.Duration
 	RestartBackoffMax time.Duration

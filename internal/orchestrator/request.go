@@ -16,7 +16,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/pipeline"
-	"github.com/omnistage/omnistage/internal/stage"
+	"github.com/omnistage/omnistage/internal/pool"
 )
 
 // Request is what a caller submits: a request that runs the route's
@@ -60,7 +60,7 @@ type StageCall struct {
 // at once).
 type binding struct {
 	stage   *stageRun
-	replica *stage.Replica
+	replica *pool.Replica
 	job     engine.Job
 	sink    stageSink
 	src     chanSource // the next stage's input, when there is one
@@ -115,9 +115,9 @@ type request struct {
 	err       error         // the outcome; written before done closes
 }
 
-// ReplicaLost implements stage.Holder: a bound replica is gone, so the
+// ReplicaLost implements pool.Holder: a bound replica is gone, so the
 // request fails with an error naming it.
-func (rq *request) ReplicaLost(r *stage.Replica, cause error) {
+func (rq *request) ReplicaLost(r *pool.Replica, cause error) {
 	rq.cancel(&ReplicaLostError{Stage: r.Stage, Name: rq.o.cfg.StageName(r.Stage), Replica: r.ID, Err: cause})
 }
 
@@ -288,11 +288,11 @@ func (rq *request) prepare(b *binding, upstream string) error {
 func (rq *request) bindError(id int, err error) error {
 	name := rq.o.cfg.StageName(id)
 	switch {
-	case errors.Is(err, stage.ErrQueueFull):
+	case errors.Is(err, pool.ErrQueueFull):
 		return &Error{Code: CodeOverloaded, Msg: fmt.Sprintf("stage %d (%s) is busy: its queue is full; retry later", id, name)}
-	case errors.Is(err, stage.ErrNoReplica):
+	case errors.Is(err, pool.ErrNoReplica):
 		return &Error{Code: CodeUnavailable, Msg: noReplicaMsg(id, name, err)}
-	case errors.Is(err, stage.ErrClosed):
+	case errors.Is(err, pool.ErrClosed):
 		return errShutdown
 	}
 	if cause := context.Cause(rq.ctx); cause != nil {
@@ -301,11 +301,11 @@ func (rq *request) bindError(id int, err error) error {
 	return err
 }
 
-// noReplicaMsg is the message of stage id's stage.ErrNoReplica err, with
+// noReplicaMsg is the message of stage id's pool.ErrNoReplica err, with
 // the reason it carries (its endpoints' names resolve to no address).
 func noReplicaMsg(id int, name string, err error) string {
 	msg := fmt.Sprintf("stage %d (%s) has no healthy replica", id, name)
-	if why, ok := strings.CutPrefix(fmt.Sprint(err), stage.ErrNoReplica.Error()+": "); ok {
+	if why, ok := strings.CutPrefix(fmt.Sprint(err), pool.ErrNoReplica.Error()+": "); ok {
 		msg += ": " + why
 	}
 	return msg

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/testengine"
+	"github.com/omnistage/omnistage/internal/engine/testengine"
 )
 
 // fastRestart makes lost replicas come back within milliseconds.

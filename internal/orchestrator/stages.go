@@ -11,7 +11,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/pipeline"
-	"github.com/omnistage/omnistage/internal/stage"
+	"github.com/omnistage/omnistage/internal/pool"
 )
 
 // Placement builds the replicas of a stage that runs outside this process,
@@ -22,7 +22,7 @@ type Placement interface {
 	// Supervise builds the replicas of the stage that spec describes and
 	// d deploys, and returns their supervisor, made with opts. It starts
 	// nothing: the orchestrator warms the supervisor.
-	Supervise(spec engine.Spec, d *pipeline.DeployStage, opts stage.SupervisorOptions) (*stage.Supervisor, error)
+	Supervise(spec engine.Spec, d *pipeline.DeployStage, opts pool.SupervisorOptions) (*pool.Supervisor, error)
 }
 
 // stageRun is one stage served here: its supervised pool and what its
@@ -30,8 +30,8 @@ type Placement interface {
 type stageRun struct {
 	id   int
 	name string
-	sup  *stage.Supervisor
-	pool *stage.Pool
+	sup  *pool.Supervisor
+	pool *pool.Pool
 	// checker checks the stage's sampling params before anything runs,
 	// when its engine runs here and can (engine.ParamsChecker); nil
 	// otherwise.
@@ -47,7 +47,7 @@ func (o *Orchestrator) buildStage(id int, m *metrics) (*stageRun, error) {
 	engineName, spec := o.cfg.StageSpec(id, 0)
 	fail := func(err error) error { return fmt.Errorf("stage %d (%s): %w", id, name, err) }
 	label := strconv.Itoa(id)
-	supOpts := stage.SupervisorOptions{
+	supOpts := pool.SupervisorOptions{
 		RestartBackoff: o.opts.RestartBackoff, RestartBackoffMax: o.opts.RestartBackoffMax, Logger: o.log,
 		Restarted:     m.restarts.WithLabelValues(label).Inc,
 		RestartFailed: m.restartFailures.WithLabelValues(label).Inc,
@@ -61,10 +61,10 @@ func (o *Orchestrator) buildStage(id int, m *metrics) (*stageRun, error) {
 			return nil, fail(err)
 		}
 	}
-	var sup *stage.Supervisor
+	var sup *pool.Supervisor
 	var err error
 	if d.Placement == pipeline.PlacementInproc {
-		sup, err = stage.Supervise(id, name, d.Replicas, d.MaxInflight, d.MaxQueue, func(i int) (engine.Engine, error) {
+		sup, err = pool.Supervise(id, name, d.Replicas, d.MaxInflight, d.MaxQueue, func(i int) (engine.Engine, error) {
 			spec := spec
 			spec.Replica = i
 			return drv.New(spec)

@@ -19,8 +19,8 @@ import (
 
 	"github.com/omnistage/omnistage/internal/cli"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/builtin"
-	"github.com/omnistage/omnistage/internal/engines/testengine"
+	"github.com/omnistage/omnistage/internal/engine/shipped"
+	"github.com/omnistage/omnistage/internal/engine/testengine"
 	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/placement/process"
 )
@@ -73,7 +73,7 @@ func runWorker() int {
 var testEngines = []string{"test-a", "test-b", "test-c"}
 
 func workerEngines(r *engine.Registry) {
-	builtin.Register(r)
+	shipped.Register(r)
 	testengine.Register(r, workerHooks(), testEngines...)
 }
 

@@ -51,7 +51,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/pipeline"
-	"github.com/omnistage/omnistage/internal/stage"
+	"github.com/omnistage/omnistage/internal/pool"
 )
 
 // Placement builds the replicas of a pipeline's stages with placement
@@ -73,8 +73,8 @@ type Placement struct {
 // Supervise builds d.Replicas workers of the stage spec describes and
 // returns their supervisor, which builds a new worker in the slot of one
 // that is lost (it implements the orchestrator's Placement).
-func (p *Placement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts stage.SupervisorOptions) (*stage.Supervisor, error) {
-	return stage.Supervise(spec.StageID, spec.Name, d.Replicas, d.MaxInflight, d.MaxQueue, func(i int) (engine.Engine, error) {
+func (p *Placement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts pool.SupervisorOptions) (*pool.Supervisor, error) {
+	return pool.Supervise(spec.StageID, spec.Name, d.Replicas, d.MaxInflight, d.MaxQueue, func(i int) (engine.Engine, error) {
 		spec := spec
 		spec.Replica = i
 		return p.New(spec, d)

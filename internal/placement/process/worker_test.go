@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omnistage/omnistage/internal/stage"
+	"github.com/omnistage/omnistage/internal/pool"
 	"github.com/omnistage/omnistage/internal/testkit"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/testengine"
+	"github.com/omnistage/omnistage/internal/engine/testengine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/pipeline"
@@ -110,8 +110,8 @@ type recordingPlacement struct {
 	f *fixture
 }
 
-func (p *recordingPlacement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts stage.SupervisorOptions) (*stage.Supervisor, error) {
-	return stage.Supervise(spec.StageID, spec.Name, d.Replicas, d.MaxInflight, d.MaxQueue, func(i int) (engine.Engine, error) {
+func (p *recordingPlacement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts pool.SupervisorOptions) (*pool.Supervisor, error) {
+	return pool.Supervise(spec.StageID, spec.Name, d.Replicas, d.MaxInflight, d.MaxQueue, func(i int) (engine.Engine, error) {
 		spec := spec
 		spec.Replica = i
 		e, err := p.New(spec, d)

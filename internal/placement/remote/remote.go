@@ -7,7 +7,7 @@
 //
 // The placement owns its endpoints: it resolves their host names (an IP
 // address in a URL is its own one address) and hands the pool one typed
-// Member per address, again every resolve_interval (stage.Members): a
+// Member per address, again every resolve_interval (pool.Members): a
 // Kubernetes headless Service, or several /etc/hosts lines, is a set of
 // replicas. A name with both IPv4 and IPv6 addresses gives its IPv4 ones:
 // "localhost" is one server, not two. A replica calls its endpoint URL
@@ -48,7 +48,7 @@ import (
 	"github.com/omnistage/omnistage/internal/keyfile"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
-	"github.com/omnistage/omnistage/internal/stage"
+	"github.com/omnistage/omnistage/internal/pool"
 )
 
 // LookupFunc resolves a host name to addresses, as net.Resolver.LookupHost.
@@ -74,7 +74,7 @@ type Placement struct {
 // returns the supervisor that keeps them following the endpoints' names
 // (it implements the orchestrator's Placement). Each replica calls with
 // the API key in d's api_key_file, if any.
-func (p *Placement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts stage.SupervisorOptions) (*stage.Supervisor, error) {
+func (p *Placement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts pool.SupervisorOptions) (*pool.Supervisor, error) {
 	lookup := p.LookupHost
 	if lookup == nil {
 		lookup = net.DefaultResolver.LookupHost
@@ -86,7 +86,7 @@ func (p *Placement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts st
 			return nil, fmt.Errorf("remote: api_key_file: %w", err)
 		}
 	}
-	members := stage.Members[Member]{
+	members := pool.Members[Member]{
 		Interval: d.Link.ResolveInterval,
 		Resolve: func(ctx context.Context) ([]Member, error) {
 			return Resolve(ctx, lookup, d.Endpoints)
@@ -98,5 +98,5 @@ func (p *Placement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts st
 			return New(Config{Stage: spec, Pipeline: p.Pipeline, Endpoint: m.Endpoint, Addr: m.Addr, Client: client, Codec: p.Codec, Link: d.Link})
 		},
 	}
-	return stage.SuperviseMembers(context.Background(), spec.StageID, spec.Name, d.MaxInflight, d.MaxQueue, members, opts)
+	return pool.SuperviseMembers(context.Background(), spec.StageID, spec.Name, d.MaxInflight, d.MaxQueue, members, opts)
 }

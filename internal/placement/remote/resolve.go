@@ -12,7 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/omnistage/omnistage/internal/stage"
+	"github.com/omnistage/omnistage/internal/pool"
 )
 
 // Member is one replica of a remote stage: the stage server at Endpoint
@@ -26,16 +26,16 @@ type Member struct {
 // String names the member in logs: "http://vocoder:8080 (10.0.0.7:8080)".
 func (m Member) String() string { return m.Endpoint + " (" + m.Addr + ")" }
 
-// noAddressError is the stage.ErrNoMembers of endpoints whose names all
+// noAddressError is the pool.ErrNoMembers of endpoints whose names all
 // resolve to no address.
 type noAddressError struct{ msg string }
 
 func (e *noAddressError) Error() string        { return e.msg }
-func (e *noAddressError) Is(target error) bool { return target == stage.ErrNoMembers }
+func (e *noAddressError) Is(target error) bool { return target == pool.ErrNoMembers }
 
 // Resolve returns a member per address of each endpoint (see the package
 // documentation). Endpoints whose names resolve to no address give no
-// member; when none gives one, the error wraps stage.ErrNoMembers. A
+// member; when none gives one, the error wraps pool.ErrNoMembers. A
 // failed lookup is an error of its own.
 func Resolve(ctx context.Context, lookup LookupFunc, endpoints []string) ([]Member, error) {
 	var members []Member

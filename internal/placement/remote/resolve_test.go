@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/omnistage/omnistage/internal/stage"
+	"github.com/omnistage/omnistage/internal/pool"
 )
 
 func TestResolveEndpoints(t *testing.T) {
@@ -50,7 +50,7 @@ func TestResolveEndpoints(t *testing.T) {
 			}
 			continue
 		}
-		if err == nil || !strings.Contains(err.Error(), tc.err) || errors.Is(err, stage.ErrNoMembers) != tc.none {
+		if err == nil || !strings.Contains(err.Error(), tc.err) || errors.Is(err, pool.ErrNoMembers) != tc.none {
 			t.Errorf("%v: %v; want an error with %q (no members: %v)", tc.endpoints, err, tc.err, tc.none)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/flite/talker"
+	"github.com/omnistage/omnistage/internal/engine/flite/talker"
 )
 
 // Talker is the flite-talker engine: text in, one frames (clustergen voices)

@@ -1,4 +1,4 @@
-package stage
+package pool
 
 import (
 	"cmp"
@@ -80,7 +80,7 @@ func SuperviseMembers[M Member](ctx context.Context, stageID int, name string, m
 	if err != nil {
 		return nil, err
 	}
-	pool := NewPool(stageID, name, engines, maxInflight, maxQueue)
+	pool := New(stageID, name, engines, maxInflight, maxQueue)
 	pool.SetEmptyReason(why)
 	s := newSupervisor(pool, build, opts)
 	d.s = s

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/flite"
+	"github.com/omnistage/omnistage/internal/engine/flite"
 )
 
 // DefaultLM is the n-gram language model of Debian's pocketsphinx-en-us.

@@ -1,4 +1,4 @@
-package stage
+package pool
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func newPool(n, inflight, queue int) *Pool {
 	for range n {
 		es = append(es, &nopEngine{})
 	}
-	return NewPool(1, "voc", es, inflight, queue)
+	return New(1, "voc", es, inflight, queue)
 }
 
 func TestLeastLoaded(t *testing.T) {

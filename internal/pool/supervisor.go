@@ -1,4 +1,4 @@
-package stage
+package pool
 
 import (
 	"context"
@@ -105,7 +105,7 @@ func Supervise(stageID int, name string, n, maxInflight, maxQueue int, build Bui
 	if err != nil {
 		return nil, err
 	}
-	return newSupervisor(NewPool(stageID, name, engines, maxInflight, maxQueue), build, opts), nil
+	return newSupervisor(New(stageID, name, engines, maxInflight, maxQueue), build, opts), nil
 }
 
 // buildAll builds the engines of slots 0..n-1, closing those built if one

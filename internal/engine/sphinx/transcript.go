@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/flite"
+	"github.com/omnistage/omnistage/internal/engine/flite"
 )
 
 // word is one transcript word as the aligner handles it.

@@ -1,4 +1,4 @@
-// Package stage holds the replica pools of a pipeline's stages and the
+// Package pool holds the replica pools of a pipeline's stages and the
 // bindings that pin a request to one replica per stage.
 //
 // # Slots
@@ -18,7 +18,7 @@
 // retired replica release it as usual; its engine is closed by the Release
 // of its last binding (or by Replace when it has none), so Close is never
 // called while a Process on it may still run, and never twice.
-package stage
+package pool
 
 import (
 	"context"
@@ -106,7 +106,7 @@ type grant struct {
 // NewPool returns a pool over engines, one replica each. maxInflight bounds
 // the requests bound to one replica at once; maxQueue bounds the requests
 // waiting for a replica.
-func NewPool(stageID int, name string, engines []engine.Engine, maxInflight, maxQueue int) *Pool {
+func New(stageID int, name string, engines []engine.Engine, maxInflight, maxQueue int) *Pool {
 	p := &Pool{Stage: stageID, Name: name, maxInflight: max(maxInflight, 1), maxQueue: max(maxQueue, 0)}
 	for i, e := range engines {
 		p.replicas = append(p.replicas, &Replica{

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/engines/flite"
+	"github.com/omnistage/omnistage/internal/engine/flite"
 )
 
 func words(keys ...string) []word {
