@@ -38,7 +38,9 @@ type Env struct {
 // registry returns a registry holding the engines env provides.
 func (env Env) registry() *engine.Registry {
 	if env.Engines == nil {
-		return shipped.Registry()
+		r := &engine.Registry{}
+		shipped.Register(r, env.Stderr)
+		return r
 	}
 	r := &engine.Registry{}
 	env.Engines(r)

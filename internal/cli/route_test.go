@@ -27,7 +27,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 func withTestEngines(r *engine.Registry) {
-	shipped.Register(r)
+	shipped.Register(r, nil)
 	testengine.Register(r, nil, "test-talker", "test-post", "test-vocoder", "test-a", "test-b")
 }
 

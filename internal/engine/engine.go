@@ -173,20 +173,26 @@ func paramsError(err error, dst any) *ParamError {
 	}
 	// encoding/json has no type for this error, only its message.
 	if q, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		takes := "no sampling params"
-		if names := jsonFields(dst); len(names) > 0 {
-			takes = "only " + joinAnd(names)
-		}
 		name, uerr := strconv.Unquote(q)
 		if uerr != nil {
 			name = q
 		}
-		if len(name) > maxEchoedField {
-			return &ParamError{Reason: fmt.Sprintf("unknown field of %d bytes; this stage takes %s", len(name), takes)}
-		}
-		return &ParamError{Field: name, Reason: "unknown field; this stage takes " + takes}
+		return UnknownParam(name, jsonFields(dst))
 	}
 	return &ParamError{Reason: strings.TrimPrefix(err.Error(), "json: ")}
+}
+
+// UnknownParam is the error of a param a stage does not take, the same for
+// every engine; known are the params it takes.
+func UnknownParam(name string, known []string) *ParamError {
+	takes := "no sampling params"
+	if len(known) > 0 {
+		takes = "only " + joinAnd(known)
+	}
+	if len(name) > maxEchoedField {
+		return &ParamError{Reason: fmt.Sprintf("unknown field of %d bytes; this stage takes %s", len(name), takes)}
+	}
+	return &ParamError{Field: name, Reason: "unknown field; this stage takes " + takes}
 }
 
 // joinAnd joins names as "a", "a and b", "a, b and c".

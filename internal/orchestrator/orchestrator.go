@@ -221,11 +221,20 @@ func (o *Orchestrator) NotReady() error {
 	return nil
 }
 
-// Voices returns the voices of the route's first stage (the talker), as
-// its engine's driver describes them; nil when its engine is not
-// registered here or describes none.
+// Voices returns the voices of the route's first stage (the talker): those
+// a replica of it in this process names (engine.Voicer), or else those its
+// engine's driver describes; nil when its engine is not registered here or
+// describes none.
 func (o *Orchestrator) Voices() []engine.Voice {
-	name, _ := o.cfg.StageSpec(o.route.Chain()[0], 0)
+	first := o.route.Chain()[0]
+	if st := o.stages[first]; st != nil && st.inproc {
+		if r := st.pool.AnyHealthy(); r != nil {
+			if v, ok := r.Engine.(engine.Voicer); ok {
+				return v.Voices()
+			}
+		}
+	}
+	name, _ := o.cfg.StageSpec(first, 0)
 	if o.opts.Registry == nil {
 		return nil
 	}

@@ -216,10 +216,14 @@ func (o *Orchestrator) CheckParams(sel *pipeline.Selection, params []json.RawMes
 
 // checkStageParams is the pipeline.ParamsCheck of the stages served here.
 func (o *Orchestrator) checkStageParams(id int, params json.RawMessage) error {
-	if id >= len(o.stages) || o.stages[id] == nil || o.stages[id].checker == nil {
+	if id >= len(o.stages) || o.stages[id] == nil {
 		return nil
 	}
-	if err := o.stages[id].checker.CheckParams(params); err != nil {
+	checker := o.stages[id].checker()
+	if checker == nil {
+		return nil
+	}
+	if err := checker.CheckParams(params); err != nil {
 		return fmt.Errorf("sampling_params[%d]: stage %d (%s): %w", id, id, o.cfg.StageName(id), err)
 	}
 	return nil

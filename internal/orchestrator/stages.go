@@ -32,10 +32,9 @@ type stageRun struct {
 	name string
 	sup  *pool.Supervisor
 	pool *pool.Pool
-	// checker checks the stage's sampling params before anything runs,
-	// when its engine runs here and can (engine.ParamsChecker); nil
-	// otherwise.
-	checker engine.ParamsChecker
+	// inproc is set when the stage's engine runs in this process, so its
+	// replicas can check params and name voices here.
+	inproc bool
 	// duration observes the stage's time per request.
 	duration prometheus.Observer
 }
@@ -80,11 +79,23 @@ func (o *Orchestrator) buildStage(id int, m *metrics) (*stageRun, error) {
 		return nil, fail(err)
 	}
 	st := &stageRun{id: id, name: name, sup: sup, pool: sup.Pool(), duration: m.stageTime.WithLabelValues(label)}
-	if d.Placement == pipeline.PlacementInproc {
-		// Every replica of an engine in this process checks params alike.
-		st.checker, _ = st.pool.InSlot(0).Engine.(engine.ParamsChecker)
-	}
+	st.inproc = d.Placement == pipeline.PlacementInproc
 	return st, nil
+}
+
+// checker returns what checks the stage's sampling params before anything
+// runs: a healthy replica's engine, when the stage's engine runs here and
+// can (engine.ParamsChecker; every replica checks alike); nil otherwise.
+func (st *stageRun) checker() engine.ParamsChecker {
+	if !st.inproc {
+		return nil
+	}
+	r := st.pool.AnyHealthy()
+	if r == nil {
+		return nil
+	}
+	c, _ := r.Engine.(engine.ParamsChecker)
+	return c
 }
 
 // driver returns the registered driver of engineName, once it has checked

@@ -215,6 +215,19 @@ func (p *Pool) noReplicaLocked() error {
 	return ErrNoReplica
 }
 
+// AnyHealthy returns the first healthy replica in slot order, or nil when
+// none is.
+func (p *Pool) AnyHealthy() *Replica {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.replicas {
+		if !r.lost {
+			return r
+		}
+	}
+	return nil
+}
+
 // InSlot returns the replica in the slot numbered index now, or nil when
 // that slot is empty (never filled, or removed).
 func (p *Pool) InSlot(index int) *Replica {

@@ -6,22 +6,29 @@
 package shipped
 
 import (
+	"io"
+
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/enhance"
+	"github.com/omnistage/omnistage/internal/engine/external"
 	"github.com/omnistage/omnistage/internal/engine/flite"
 	"github.com/omnistage/omnistage/internal/engine/sphinx"
 )
 
-// Register adds every shipped engine to r.
-func Register(r *engine.Registry) {
+// Register adds every shipped engine to r. The programs of external
+// stages write their standard error to stderr, a line at a time prefixed
+// with the replica (nil: os.Stderr).
+func Register(r *engine.Registry, stderr io.Writer) {
 	flite.Register(r)
 	enhance.Register(r)
 	sphinx.Register(r)
+	external.Register(r, external.Config{Stderr: stderr})
 }
 
-// Registry returns a registry holding every shipped engine.
+// Registry returns a registry holding every shipped engine, whose stage
+// programs write to os.Stderr.
 func Registry() *engine.Registry {
 	r := &engine.Registry{}
-	Register(r)
+	Register(r, nil)
 	return r
 }

@@ -73,7 +73,7 @@ func runWorker() int {
 var testEngines = []string{"test-a", "test-b", "test-c"}
 
 func workerEngines(r *engine.Registry) {
-	shipped.Register(r)
+	shipped.Register(r, nil)
 	testengine.Register(r, workerHooks(), testEngines...)
 }
 

@@ -1,0 +1,360 @@
+package external
+
+// One replica's program: starting it, reading its messages, and its end.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/stageproto"
+	"github.com/omnistage/omnistage/internal/subprocess"
+)
+
+// Engine is one replica: one running program.
+type Engine struct {
+	spec    engine.Spec
+	cfg     Config
+	opts    *Options
+	id      string // the replica's id, "synth/1"
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	w       *stageproto.Writer
+	console *subprocess.Console
+
+	hello   chan *stageproto.Header // the program's hello, once
+	started chan error              // ready (nil) or the program's refusal
+	info    *stageproto.Header      // the hello, once Warm has read it
+	params  []string                // the params hello names, sorted; nil when it names none
+	slots   chan struct{}           // one per job the program may run at once
+
+	mu     sync.Mutex
+	jobs   map[int64]*job
+	checks map[int64]chan *stageproto.Header
+	nextID atomic.Int64 // numbers jobs and checks
+
+	dropped atomic.Int64 // messages for jobs that had ended, dropped
+
+	engine.Loss
+	losing   atomic.Bool   // set by the first lose
+	exited   chan struct{} // closed once the process has exited
+	exitErr  error         // cmd.Wait's result, written before exited closes
+	wg       sync.WaitGroup
+	closing  chan struct{}
+	once     sync.Once
+	closeErr error
+}
+
+var (
+	_ engine.Engine        = (*Engine)(nil)
+	_ engine.Watcher       = (*Engine)(nil)
+	_ engine.LostReasoner  = (*Engine)(nil)
+	_ engine.ParamsChecker = (*Engine)(nil)
+	_ engine.Voicer        = (*Engine)(nil)
+)
+
+// exitWait is how long a lost replica's error waits for the program's exit,
+// to say how it ended.
+const exitWait = time.Second
+
+// New starts the program of one replica of spec's stage; Warm then waits
+// for it to be ready.
+func New(spec engine.Spec, cfg Config) (*Engine, error) {
+	opts, err := decodeOptions(spec)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	if cfg.CancelTimeout <= 0 {
+		cfg.CancelTimeout = DefaultCancelTimeout
+	}
+	e := &Engine{
+		spec: spec, cfg: cfg, opts: opts, id: fmt.Sprintf("%s/%d", spec.Name, spec.Replica),
+		hello: make(chan *stageproto.Header, 1), started: make(chan error, 1),
+		jobs: map[int64]*job{}, checks: map[int64]chan *stageproto.Header{},
+		exited: make(chan struct{}), closing: make(chan struct{}),
+	}
+	e.cmd = exec.Command(opts.Command[0], opts.Command[1:]...)
+	e.cmd.Dir = opts.Cwd
+	e.cmd.Env = environ(opts.Env)
+	e.cmd.SysProcAttr = subprocess.SysProcAttr()
+	// A grandchild holding the program's stderr must not keep Wait from
+	// reporting the program's exit.
+	e.cmd.WaitDelay = time.Second
+	e.console = subprocess.NewConsole(cfg.Stderr, "stage "+e.id+": ")
+	stderr := &subprocess.LineWriter{OnLine: e.console.Line}
+	e.cmd.Stderr = stderr
+	if e.stdin, err = e.cmd.StdinPipe(); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	stdout, err := e.cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	if err := e.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: start %q: %w", Name, opts.Command, err)
+	}
+	e.console.SetPrefix(fmt.Sprintf("stage %s (pid %d): ", e.id, e.cmd.Process.Pid))
+	e.w = stageproto.NewWriter(e.stdin)
+	e.wg.Add(2)
+	go e.wait(stderr)
+	go e.read(stageproto.NewReader(stdout))
+	return e, nil
+}
+
+// environ is a program's environment: PATH, so that it finds its tools,
+// and env. Nothing else of the server's environment (its keys) reaches it.
+func environ(env map[string]string) []string {
+	out := []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// wait reaps the program.
+func (e *Engine) wait(stderr *subprocess.LineWriter) {
+	defer e.wg.Done()
+	e.exitErr = e.cmd.Wait()
+	stderr.Flush()
+	close(e.exited)
+	e.lose(errors.New("the program exited"))
+}
+
+// state says how the program ended; call it after exited closed.
+func (e *Engine) state() string {
+	if e.cmd.ProcessState != nil {
+		return e.cmd.ProcessState.String()
+	}
+	return fmt.Sprint(e.exitErr)
+}
+
+// lose loses the replica: the program is stopped, and every job still
+// running fails with cause, how the program ended and its last output.
+func (e *Engine) lose(cause error) {
+	if !e.losing.CompareAndSwap(false, true) {
+		return // the first cause is the one to report
+	}
+	select {
+	case <-e.closing:
+		// Close stops the program on purpose: not a loss to report.
+		e.Mark(fmt.Errorf("%s: replica %s was closed: %w", Name, e.id, engine.ErrReplicaLost))
+		return
+	default:
+	}
+	_ = e.cmd.Process.Kill()
+	t := time.NewTimer(exitWait)
+	select {
+	case <-e.exited:
+	case <-t.C:
+	}
+	t.Stop()
+	how := "still running"
+	select {
+	case <-e.exited:
+		how = e.state()
+	default:
+	}
+	e.console.Line([]byte(fmt.Sprintf("lost: %v (%s)", cause, how)))
+	e.Mark(fmt.Errorf("%s: program %q of replica %s (pid %d): %v (%s)%s: %w",
+		Name, e.opts.Command, e.id, e.cmd.Process.Pid, cause, how, e.console.Last(), engine.ErrReplicaLost))
+}
+
+// read reads the program's messages until its output ends, handing each to
+// the job or check it belongs to.
+func (e *Engine) read(r *stageproto.Reader) {
+	defer e.wg.Done()
+	for {
+		var h stageproto.Header
+		data, err := r.Read(&h)
+		if err != nil {
+			switch {
+			case errors.Is(err, io.EOF):
+				err = errors.New("the program closed its standard output")
+			case errors.Is(err, io.ErrUnexpectedEOF):
+				err = fmt.Errorf("the program's standard output ended inside a message: %w", err)
+			}
+			e.lose(err)
+			return
+		}
+		if err := e.dispatch(&h, data); err != nil {
+			e.lose(err)
+			return
+		}
+	}
+}
+
+// dispatch handles one message of the program; an error is a breach of
+// the protocol, which loses the replica.
+func (e *Engine) dispatch(h *stageproto.Header, data []byte) error {
+	switch h.Type {
+	case stageproto.TypeHello:
+		select {
+		case e.hello <- h:
+			return nil
+		default:
+			return errors.New("the program said hello twice")
+		}
+	case stageproto.TypeReady:
+		select {
+		case e.started <- nil:
+		default:
+		}
+		return nil
+	case stageproto.TypeChecked:
+		e.mu.Lock()
+		ch := e.checks[h.ID]
+		delete(e.checks, h.ID)
+		e.mu.Unlock()
+		if ch != nil {
+			ch <- h
+		}
+		return nil
+	case stageproto.TypeError:
+		if h.Job == 0 {
+			err := fmt.Errorf("the program failed: %s", h.Message)
+			select {
+			case e.started <- err: // refused to start
+				return nil
+			default:
+				return err
+			}
+		}
+	case stageproto.TypeOutput, stageproto.TypeDone, stageproto.TypeCancelled, stageproto.TypeCredit:
+	default:
+		return nil // a type a later protocol version may add
+	}
+	e.mu.Lock()
+	j := e.jobs[h.Job]
+	e.mu.Unlock()
+	if j == nil {
+		e.dropped.Add(1)
+		return nil
+	}
+	return j.deliver(e, h, data)
+}
+
+// Warm reads the program's hello, checks it against the stage, sends warm
+// and waits for ready, for at most the stage's warm_timeout.
+func (e *Engine) Warm(ctx context.Context) error {
+	limit := e.spec.WarmTimeout
+	if limit <= 0 {
+		limit = DefaultWarmTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	fail := func(err error) error {
+		// A program that failed to start is of no use: stop it now, so that
+		// closing the replica does not wait for it.
+		_ = e.cmd.Process.Kill()
+		return fmt.Errorf("%s: program %q: %w%s", Name, e.opts.Command, err, e.console.Last())
+	}
+	wait := func(what string) error {
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fail(fmt.Errorf("not %s within %s (warm_timeout)", what, limit))
+			}
+			return fail(ctx.Err())
+		case <-e.Lost():
+			return fail(e.Loss.Err())
+		}
+	}
+	select {
+	case h := <-e.hello:
+		if err := e.checkHello(h); err != nil {
+			return fail(err)
+		}
+	case <-ctx.Done():
+		return wait("said hello")
+	case <-e.Lost():
+		return wait("said hello")
+	}
+	config := e.opts.Config
+	if len(config) == 0 {
+		config = []byte("{}")
+	}
+	if err := e.w.Write(stageproto.Warm{Type: stageproto.TypeWarm, Config: config}, nil); err != nil {
+		return fail(err)
+	}
+	select {
+	case err := <-e.started:
+		if err != nil {
+			return fail(err)
+		}
+		return nil
+	case <-ctx.Done():
+		return wait("ready")
+	case <-e.Lost():
+		return wait("ready")
+	}
+}
+
+// checkHello checks the program's hello against the stage, and keeps it.
+func (e *Engine) checkHello(h *stageproto.Header) error {
+	switch {
+	case h.Protocol != stageproto.Version:
+		return fmt.Errorf("the program speaks protocol version %d; this runtime speaks %d", h.Protocol, stageproto.Version)
+	case h.Input != string(e.spec.Input) || h.Output != string(e.spec.Output):
+		return fmt.Errorf("the program takes %q and makes %q, but stage %d (%s) takes %s and makes %s", h.Input, h.Output, e.spec.StageID, e.spec.Name, e.spec.Input, e.spec.Output)
+	case h.MaxJobs < 0 || h.Window < 0:
+		return fmt.Errorf("the program's hello has max_jobs %d and window %d: neither may be negative", h.MaxJobs, h.Window)
+	}
+	if h.MaxJobs == 0 {
+		h.MaxJobs = stageproto.DefaultMaxJobs
+	}
+	if h.Window == 0 {
+		h.Window = stageproto.DefaultWindow
+	}
+	params, err := paramNames(h.Params)
+	if err != nil {
+		return err
+	}
+	e.info, e.params = h, params
+	e.slots = make(chan struct{}, h.MaxJobs)
+	return nil
+}
+
+// Voices implements engine.Voicer: the voices the program's hello names.
+func (e *Engine) Voices() []engine.Voice {
+	if e.info == nil {
+		return nil
+	}
+	return e.info.Voices
+}
+
+// Close stops the program: it asks it to shut down, closes its standard
+// input, and kills it if it has not exited within StopTimeout. It reports
+// an error only when the program had to be killed.
+func (e *Engine) Close() error {
+	e.once.Do(func() {
+		close(e.closing)
+		_ = e.w.Write(stageproto.Bare{Type: stageproto.TypeShutdown}, nil)
+		_ = e.stdin.Close()
+		t := time.NewTimer(StopTimeout)
+		defer t.Stop()
+		select {
+		case <-e.exited:
+		case <-t.C:
+			_ = e.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-e.exited:
+			case <-time.After(time.Second):
+				_ = e.cmd.Process.Kill()
+			}
+			e.closeErr = fmt.Errorf("%s: program of %s did not exit within %s of shutdown; stopped it", Name, e.id, StopTimeout)
+		}
+		e.wg.Wait()
+	})
+	return e.closeErr
+}

@@ -1,0 +1,139 @@
+package external
+
+// The test binary is also the stage program of the tests: with
+// testStageEnv set, TestMain serves a test stage over standard input and
+// output, the way it behaves given by the variable's value.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/stageproto"
+)
+
+const testStageEnv = "OMNISTAGE_TEST_STAGE"
+
+// runTestStage serves the test stage mode and returns the exit status.
+func runTestStage(mode string) int {
+	hello := stageproto.Hello{Name: "test-" + mode, Input: "audio", Output: "audio", MaxJobs: 2,
+		Params: map[string]stageproto.ParamInfo{"gain": {Type: "number"}},
+		Voices: []engine.Voice{{ID: "v1", Name: "Voice One", Language: "en-US"}}}
+	w := io.Writer(os.Stdout)
+	switch mode {
+	case "silent":
+		time.Sleep(time.Hour)
+		return 0
+	case "text":
+		hello.Input = "text"
+	case "refuse":
+		// Says hello, then refuses to warm.
+	case "garbage":
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			fmt.Fprintln(os.Stdout, "this is not a header")
+		}()
+	}
+	fmt.Fprintln(os.Stderr, "test stage", mode, "starting")
+	err := stageproto.Serve(context.Background(), os.Stdin, w, hello, &testStage{mode: mode})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test stage:", err)
+		return 1
+	}
+	return 0
+}
+
+// testStage is the engine the test program serves.
+type testStage struct {
+	mode string
+}
+
+func (s *testStage) Warm(context.Context) error {
+	if s.mode == "refuse" {
+		return errors.New("no model here")
+	}
+	return nil
+}
+
+func (s *testStage) Close() error { return nil }
+
+func (s *testStage) CheckParams(params json.RawMessage) error {
+	var p struct {
+		Gain *float64 `json:"gain"`
+	}
+	if err := engine.DecodeParams(params, &p); err != nil {
+		return err
+	}
+	if p.Gain != nil && (*p.Gain < 0 || *p.Gain > 4) {
+		return &engine.ParamError{Field: "gain", Reason: "must be between 0 and 4"}
+	}
+	return nil
+}
+
+// Process echoes its input, scaled by the gain param; the mode changes
+// that: crash exits after the first chunk, stall stops sending, deaf
+// ignores cancellation, flood sends past its credit, fail fails.
+func (s *testStage) Process(ctx context.Context, job *engine.Job) error {
+	if err := s.CheckParams(job.Params); err != nil {
+		return err
+	}
+	gain := 1.0
+	var p struct {
+		Gain *float64 `json:"gain"`
+	}
+	_ = engine.DecodeParams(job.Params, &p)
+	if p.Gain != nil {
+		gain = *p.Gain
+	}
+	for n := 0; ; n++ {
+		c, err := job.In.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case s.mode == "crash" && n == 1:
+			fmt.Fprintln(os.Stderr, "about to crash")
+			os.Exit(3)
+		case s.mode == "stall" && n == 1:
+			<-ctx.Done()
+			return ctx.Err()
+		case s.mode == "deaf" && n == 1:
+			<-ctx.Done()
+			time.Sleep(time.Hour)
+		case s.mode == "fail" && n == 1:
+			return errors.New("the model ran out of road")
+		case s.mode == "badinput" && c.Audio != nil && c.Audio.SampleRate != 16000:
+			return &engine.InputError{Reason: fmt.Sprintf("want 16000 Hz, got %d", c.Audio.SampleRate)}
+		}
+		out := c
+		if c.Audio != nil {
+			a := *c.Audio
+			a.Samples = make([]int16, len(c.Audio.Samples))
+			for i, v := range c.Audio.Samples {
+				a.Samples[i] = int16(float64(v) * gain)
+			}
+			out.Audio = &a
+		}
+		if c.Text != nil {
+			out = engine.Chunk{Audio: &engine.Audio{SampleRate: 16000, Samples: []int16{int16(len(c.Text.Text))}}}
+		}
+		if err := job.Out.Send(ctx, out); err != nil {
+			return err
+		}
+		if s.mode == "slow" {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if s.mode == "noisy" {
+			fmt.Fprintln(os.Stderr, strings.Repeat("n", 10))
+		}
+	}
+}
