@@ -23,6 +23,20 @@ const (
 // (pipeline.kinds), whose chunks are Data.
 var Kinds = []Kind{KindText, KindFrames, KindSegments, KindAudio, KindTimestamps}
 
+// KindNameOK reports whether name may name a kind a pipeline declares:
+// lower-case letters, digits, '.', '_' or '-', starting with a letter.
+func KindNameOK(name string) bool {
+	if name == "" || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // Valid reports whether k is one of the built-in Kinds.
 func (k Kind) Valid() bool {
 	for _, v := range Kinds {

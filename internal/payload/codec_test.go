@@ -34,6 +34,7 @@ func TestRoundTrip(t *testing.T) {
 		{"segments", base(segmentsChunk())},
 		{"audio", base(audioChunk(16000), audioChunk(1))},
 		{"words", base(wordsChunk())},
+		{"data", base(dataChunk("phonemes", "h@l'oU", map[string]string{"voice": "en-us"}), dataChunk("phonemes", "w'3:ld", nil))},
 		{"empty data", base()},
 		{"carried", carried},
 		{"trace", traced},
@@ -294,7 +295,11 @@ func TestBadPayloads(t *testing.T) {
 		{"NaN param", with(func(e *Envelope) { e.Data[0].Frames.Params[5] = float32(math.NaN()) }), nil, Expect{}, CodeBadChunk, "frames params[5] is NaN"},
 		{"zero frame shift", with(func(e *Envelope) { e.Data[0].Frames.FrameShift = 0 }), nil, Expect{}, CodeBadChunk, "frame_shift 0"},
 		{"zero sample rate", with(func(e *Envelope) { e.Data = []engine.Chunk{audioChunk(2), {Audio: &engine.Audio{}}} }), nil, Expect{}, CodeBadChunk, "payload data[1]: audio has sample rate 0"},
-		{"empty chunk", with(func(e *Envelope) { e.Data = []engine.Chunk{{}} }), nil, Expect{}, CodeBadChunk, "data[0]: a chunk holds exactly one of text, frames, segments, audio or words; this one holds 0"},
+		{"data of a built-in kind", with(func(e *Envelope) { e.Data = []engine.Chunk{dataChunk("audio", "x", nil)} }), nil, Expect{}, CodeBadChunk, "data[0]: data of kind audio, a built-in kind"},
+		{"data with too much meta", with(func(e *Envelope) {
+			e.Data = []engine.Chunk{dataChunk("phonemes", "x", map[string]string{"k": strings.Repeat("v", engine.MaxMetaBytes)})}
+		}), nil, Expect{}, CodeBadChunk, "data[0]: data 4097 bytes of metadata; the limit is 4096"},
+		{"empty chunk", with(func(e *Envelope) { e.Data = []engine.Chunk{{}} }), nil, Expect{}, CodeBadChunk, "data[0]: a chunk holds exactly one of text, frames, segments, audio, words or data; this one holds 0"},
 		{"two fields", with(func(e *Envelope) { e.Data[0].Text = &engine.Text{Text: "x"} }), nil, Expect{}, CodeBadChunk, "this one holds 2"},
 		{"mixed kinds", with(func(e *Envelope) { e.Data = append(e.Data, textChunk("x")) }), nil, Expect{}, CodeBadChunk, "payload data[1] is text, but the stream is frames"},
 		{"ragged segments", with(func(e *Envelope) {
@@ -448,7 +453,7 @@ func TestDecodeBadExpect(t *testing.T) {
 		{Pipeline: "tts", Digest: testDigest, Stage: 3, NumStages: 3},
 		{Pipeline: "tts", Digest: testDigest, Stage: 1, NumStages: 3, NumParams: -1},
 		{Pipeline: "", Digest: testDigest, Stage: 1, NumStages: 3},
-		{Pipeline: "tts", Digest: testDigest, Stage: 1, NumStages: 3, Input: "video"},
+		{Pipeline: "tts", Digest: testDigest, Stage: 1, NumStages: 3, Input: "Not a kind"},
 		{Pipeline: "tts", Stage: 1, NumStages: 3},
 	} {
 		_, err := NewCodec(nil).Decode(s, want)

@@ -187,3 +187,12 @@ func unwrap(t testing.TB, s string) []byte {
 }
 
 func wrap(b []byte) string { return stdB64.EncodeToString(b) }
+
+// dataChunk is a chunk of a kind a pipeline declares.
+func dataChunk(kind, bytes string, meta map[string]string) engine.Chunk {
+	d := &engine.Data{Kind: engine.Kind(kind), Meta: meta}
+	if bytes != "" {
+		d.Bytes = []byte(bytes)
+	}
+	return engine.Chunk{Data: d}
+}

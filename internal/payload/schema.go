@@ -10,7 +10,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math/bits"
+	"slices"
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
@@ -304,6 +306,55 @@ var (
 		},
 	}
 
+	// bytesV is a bin, copied; an empty one reads as nil.
+	bytesV = value[[]byte]{
+		typ:   "bin",
+		write: func(w *writer, b *[]byte) { w.bin(*b) },
+		read: func(r *reader, b *[]byte) error {
+			v, err := r.binView()
+			*b = nil
+			if len(v) > 0 {
+				*b = bytes.Clone(v)
+			}
+			return err
+		},
+	}
+
+	// metaV is a map of str to str, written in key order.
+	metaV = value[map[string]string]{
+		typ: "map of str to str",
+		write: func(w *writer, m *map[string]string) {
+			w.mapLen(len(*m))
+			for _, k := range slices.Sorted(maps.Keys(*m)) {
+				w.str(k)
+				w.str((*m)[k])
+			}
+		},
+		read: func(r *reader, m *map[string]string) error {
+			n, err := r.mapLen()
+			if err != nil {
+				return err
+			}
+			if n > engine.MaxMetaEntries {
+				return wireErrorf("%d metadata entries; the limit is %d", n, engine.MaxMetaEntries)
+			}
+			*m = make(map[string]string, n)
+			for range n {
+				k, err := r.str()
+				if err != nil {
+					return err
+				}
+				v, err := r.str()
+				if err != nil {
+					return err
+				}
+				(*m)[k] = v
+			}
+			return nil
+		},
+		empty: func(m *map[string]string) bool { return len(*m) == 0 },
+	}
+
 	// int16sV is a bin of little-endian int16s; an empty one reads as nil.
 	int16sV = value[[]int16]{
 		typ: "bin of int16",
@@ -383,6 +434,7 @@ var (
 		fieldOf("s", "segments", oneOf, ptrTo(segmentsSchema), func(c *engine.Chunk) **engine.Segments { return &c.Segments }, "diphone segments"),
 		fieldOf("a", "audio", oneOf, ptrTo(audioSchema), func(c *engine.Chunk) **engine.Audio { return &c.Audio }, "audio"),
 		fieldOf("w", "words", oneOf, ptrTo(wordsSchema), func(c *engine.Chunk) **engine.Words { return &c.Words }, "word timestamps"),
+		fieldOf("d", "data", oneOf, ptrTo(dataSchema), func(c *engine.Chunk) **engine.Data { return &c.Data }, "a chunk of a kind the pipeline declares"),
 	)
 	chunkV = mapOf(chunkSchema)
 
@@ -425,6 +477,12 @@ var (
 		fieldOf("start_ms", "start_ms", required, intV, func(w *engine.Word) *int { return &w.StartMs }, "start, ms"),
 		fieldOf("end_ms", "end_ms", required, intV, func(w *engine.Word) *int { return &w.EndMs }, "end, ms"),
 		fieldOf("spoken", "spoken", optional, arrayOf(strV), func(w *engine.Word) *[]string { return &w.Spoken }, "the words spoken for the span"),
+	)
+
+	dataSchema = newSchema("data", "engine.Data",
+		fieldOf("kind", "kind", nonEmpty, strOf[engine.Kind](), func(d *engine.Data) *engine.Kind { return &d.Kind }, "the kind, one the pipeline declares"),
+		fieldOf("bytes", "bytes", required, bytesV, func(d *engine.Data) *[]byte { return &d.Bytes }, "the chunk's bytes, carried unchanged"),
+		fieldOf("meta", "meta", optional, metaV, func(d *engine.Data) *map[string]string { return &d.Meta }, "string keys to string values"),
 	)
 
 	errorSchema = newSchema("error", "the body of a stream's error frame",

@@ -35,7 +35,7 @@ func schemaDoc() []string {
 		envelopeSchema.docTable(), promptSchema.docTable(), outputSchema.docTable(),
 		chunkSchema.docTable(), textSchema.docTable(), framesSchema.docTable(),
 		segmentsSchema.docTable(), audioSchema.docTable(), wordsSchema.docTable(),
-		wordSchema.docTable(), errorSchema.docTable(),
+		wordSchema.docTable(), dataSchema.docTable(), errorSchema.docTable(),
 	} {
 		if i > 0 {
 			lines = append(lines, "")

@@ -188,6 +188,7 @@ func TestStreamRoundTrip(t *testing.T) {
 		"segments": {segmentsChunk()},
 		"audio":    {audioChunk(1600), audioChunk(1), audioChunk(70000)},
 		"words":    {wordsChunk(), wordsChunk()},
+		"data":     {dataChunk("phonemes", "h@l'oU", map[string]string{"voice": "en-us"}), dataChunk("phonemes", "", nil)},
 		"none":     nil,
 	}
 	failure := &StreamError{Status: 503, Code: "stage_lost", Message: "stage 1 lost its replica"}

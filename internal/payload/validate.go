@@ -148,13 +148,13 @@ func validateChunks(where string, cs []engine.Chunk, kind engine.Kind) *Error {
 // chunkProblem describes what is wrong with c, or returns "".
 func chunkProblem(c *engine.Chunk) string {
 	n := 0
-	for _, set := range [...]bool{c.Text != nil, c.Frames != nil, c.Segments != nil, c.Audio != nil, c.Words != nil} {
+	for _, set := range [...]bool{c.Text != nil, c.Frames != nil, c.Segments != nil, c.Audio != nil, c.Words != nil, c.Data != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return fmt.Sprintf("a chunk holds exactly one of text, frames, segments, audio or words; this one holds %d", n)
+		return fmt.Sprintf("a chunk holds exactly one of text, frames, segments, audio, words or data; this one holds %d", n)
 	}
 	switch {
 	case c.Text != nil:
@@ -163,6 +163,8 @@ func chunkProblem(c *engine.Chunk) string {
 		}
 	case c.Frames != nil:
 		return framesProblem(c.Frames)
+	case c.Data != nil:
+		return dataProblem(c.Data)
 	case c.Segments != nil:
 		return segmentsProblem(c.Segments)
 	case c.Audio != nil:
@@ -181,6 +183,24 @@ func chunkProblem(c *engine.Chunk) string {
 			case slices.ContainsFunc(w.Spoken, func(s string) bool { return !utf8.ValidString(s) }):
 				return fmt.Sprintf("words[%d] has a spoken word that is not valid UTF-8", i)
 			}
+		}
+	}
+	return ""
+}
+
+func dataProblem(d *engine.Data) string {
+	switch {
+	case !utf8.ValidString(string(d.Kind)):
+		return "data kind is not valid UTF-8"
+	case d.Kind.Valid():
+		return fmt.Sprintf("data of kind %s, a built-in kind, which has its own key", d.Kind)
+	}
+	if err := engine.CheckMeta(d.Meta); err != nil {
+		return "data " + err.Error()
+	}
+	for k, v := range d.Meta {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return "data meta is not valid UTF-8"
 		}
 	}
 	return ""
@@ -262,7 +282,7 @@ func (x *Expect) valid() error {
 		return fmt.Errorf("payload: Expect.Stage is %d, outside 0..%d", x.Stage, x.NumStages-1)
 	case x.NumParams < 0:
 		return fmt.Errorf("payload: Expect.NumParams is %d", x.NumParams)
-	case x.Input != "" && !x.Input.Valid():
+	case x.Input != "" && !x.Input.Valid() && !engine.KindNameOK(string(x.Input)):
 		return fmt.Errorf("payload: Expect.Input %q is not a kind", x.Input)
 	case x.Pipeline == "":
 		return fmt.Errorf("payload: Expect.Pipeline is empty")

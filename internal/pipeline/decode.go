@@ -3,7 +3,6 @@ package pipeline
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -176,7 +175,7 @@ func (d *decoder) declaredKinds(n *yaml.Node, path string, kinds *[]engine.Kind)
 		case name == "":
 		case engine.Kind(name).Valid():
 			d.errs.add(k.Line, kpath, "%s is a built-in kind: declare only kinds of your own", name)
-		case !kindNameRE.MatchString(name):
+		case !engine.KindNameOK(name):
 			d.errs.add(k.Line, kpath, "%q must be lower-case letters, digits, '.', '_' or '-', starting with a letter", name)
 		case slices.Contains(*kinds, engine.Kind(name)):
 			d.errs.add(k.Line, kpath, "duplicate kind")
@@ -188,8 +187,6 @@ func (d *decoder) declaredKinds(n *yaml.Node, path string, kinds *[]engine.Kind)
 		}
 	}
 }
-
-var kindNameRE = regexp.MustCompile(`^[a-z][a-z0-9._-]*$`)
 
 // integer decodes an integer id or count; booleans and floats are refused.
 func (d *decoder) integer(n *yaml.Node, path string) (int, bool) {
