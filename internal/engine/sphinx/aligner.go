@@ -57,11 +57,12 @@ const (
 	// MaxAudioSeconds bounds the audio of one request: about as much
 	// speech as flite.MaxTextRunes characters of text make.
 	MaxAudioSeconds = 900
-	// MinSampleRate and MaxSampleRate bound the input rate; audio above
-	// 16 kHz is resampled to the model's 16 kHz. Lower rates lack the
-	// band the model was trained on.
-	MinSampleRate = 16000
-	MaxSampleRate = 48000
+	// MinSampleRate and MaxSampleRate bound the input rate: audio at any
+	// other rate than the model's 16 kHz is resampled to it (speech below
+	// 16 kHz lacks some of the band the model was trained on, and aligns
+	// less closely), and the timestamps are in the audio's own time.
+	MinSampleRate = audio.MinRate
+	MaxSampleRate = audio.MaxRate
 	// MaxDecoders bounds the decoders option.
 	MaxDecoders = 64
 )

@@ -244,7 +244,7 @@ func TestSampleRates(t *testing.T) {
 	a := sharedAligner(t)
 	text := sentences[1]
 	s := synth(t, text, "slt")
-	for _, rate := range []int{16000, 22050, 24000, 44100, 48000} {
+	for _, rate := range []int{16000, 8000, 11025, 22050, 24000, 44100, 48000, 96000} {
 		t.Run(fmt.Sprint(rate), func(t *testing.T) {
 			in := &engine.Audio{SampleRate: rate, Samples: audio.Resample(s.audio.Samples, s.audio.SampleRate, rate)}
 			got, err := run(context.Background(), a, text, engine.Chunk{Audio: in})
@@ -253,8 +253,13 @@ func TestSampleRates(t *testing.T) {
 			}
 			mean := checkWords(t, got, s.entries, durationMs(in))
 			t.Logf("%d Hz: mean boundary error %.1f ms", rate, mean)
-			if mean > maxMeanErrorMs {
-				t.Errorf("mean boundary error %.1f ms, want <= %d", mean, maxMeanErrorMs)
+			// Below 16 kHz the speech has lost part of the model's band.
+			limit := float64(maxMeanErrorMs)
+			if rate < 16000 {
+				limit *= 2
+			}
+			if mean > limit {
+				t.Errorf("mean boundary error %.1f ms, want <= %.0f", mean, limit)
 			}
 		})
 	}
@@ -337,8 +342,9 @@ func TestBadInput(t *testing.T) {
 		{name: "no audio", text: "hello", want: "no audio"},
 		{name: "empty audio", text: "hello", chunks: []engine.Chunk{{Audio: &engine.Audio{SampleRate: 16000}}}, want: "no audio"},
 		{name: "text chunk", text: "hello", chunks: []engine.Chunk{{Text: &engine.Text{Text: "hello"}}}, want: "must be audio"},
-		{name: "8 kHz", text: "hello", chunks: []engine.Chunk{{Audio: &engine.Audio{SampleRate: 8000, Samples: make([]int16, 800)}}}, want: "outside"},
-		{name: "96 kHz", text: "hello", chunks: []engine.Chunk{{Audio: &engine.Audio{SampleRate: 96000, Samples: make([]int16, 800)}}}, want: "outside"},
+		{name: "500 Hz", text: "hello", chunks: []engine.Chunk{{Audio: &engine.Audio{SampleRate: 500, Samples: make([]int16, 800)}}}, want: "outside"},
+		{name: "1 MHz", text: "hello", chunks: []engine.Chunk{{Audio: &engine.Audio{SampleRate: 1000000, Samples: make([]int16, 800)}}}, want: "outside"},
+		{name: "an odd rate", text: "hello", chunks: []engine.Chunk{{Audio: &engine.Audio{SampleRate: 16001, Samples: make([]int16, 800)}}}, want: "finer than"},
 		{name: "zero rate", text: "hello", chunks: []engine.Chunk{{Audio: &engine.Audio{Samples: make([]int16, 800)}}}, want: "outside"},
 		{name: "rate changes", text: "hello", chunks: []engine.Chunk{{Audio: second}, {Audio: &engine.Audio{SampleRate: 24000, Samples: make([]int16, 800)}}}, want: "changed from 16000 Hz to 24000 Hz"},
 		{name: "too long audio", text: "hello", chunks: long, want: "longer than"},

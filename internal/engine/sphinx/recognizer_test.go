@@ -97,7 +97,7 @@ func TestRecognizeBadInput(t *testing.T) {
 	for name, a := range map[string]*engine.Audio{
 		"nil":      nil,
 		"empty":    {SampleRate: 16000},
-		"8 kHz":    {SampleRate: 8000, Samples: make([]int16, 800)},
+		"500 Hz":   {SampleRate: 500, Samples: make([]int16, 800)},
 		"too long": {SampleRate: 16000, Samples: make([]int16, 16000*MaxAudioSeconds+1)},
 	} {
 		_, err := r.Recognize(context.Background(), a)
