@@ -1,5 +1,8 @@
 package audio
 
+// The resamplers' polyphase low-pass filter banks: their design, and a
+// cache of them by ratio.
+
 import (
 	"fmt"
 	"math"

@@ -1,5 +1,7 @@
 package audio
 
+// Loudness, measured after EBU R 128, and normalization to a target.
+
 import (
 	"math"
 )

@@ -1,5 +1,7 @@
 package audio
 
+// 16-bit little-endian PCM to and from samples.
+
 import (
 	"encoding/binary"
 	"fmt"

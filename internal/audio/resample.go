@@ -1,5 +1,8 @@
 package audio
 
+// Resampler: a stream of samples from one rate to another, with exact
+// timing.
+
 import (
 	"slices"
 )

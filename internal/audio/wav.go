@@ -1,5 +1,7 @@
 package audio
 
+// WAV files: the header, and a reader of the files this package writes.
+
 import (
 	"encoding/binary"
 	"errors"

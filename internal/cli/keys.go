@@ -1,5 +1,8 @@
 package cli
 
+// A server's payload keys: loading the key ring, reloading it on SIGHUP,
+// and the refusal to serve unsigned payloads beyond loopback.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,8 @@
 package engine
 
+// The data that flows between stages: kinds, chunks, and the Sources and
+// Sinks that carry them.
+
 import (
 	"context"
 	"errors"

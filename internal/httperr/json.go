@@ -1,5 +1,7 @@
 package httperr
 
+// Decoding JSON request bodies strictly, with errors a client can act on.
+
 import (
 	"bytes"
 	"encoding/json"

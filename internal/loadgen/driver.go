@@ -1,5 +1,8 @@
 package loadgen
 
+// What a load runs against (Driver, Stream), and the error codes of its
+// requests.
+
 import (
 	"context"
 	"errors"

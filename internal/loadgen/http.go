@@ -1,5 +1,7 @@
 package loadgen
 
+// The HTTP driver: speech requests to a running server.
+
 import (
 	"bytes"
 	"context"

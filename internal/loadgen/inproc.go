@@ -1,5 +1,7 @@
 package loadgen
 
+// The in-process driver: requests submitted to an orchestrator directly.
+
 import (
 	"context"
 	"errors"

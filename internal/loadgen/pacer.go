@@ -1,5 +1,7 @@
 package loadgen
 
+// The open-loop pacer: when each request of a constant rate starts.
+
 import (
 	"context"
 	"math"

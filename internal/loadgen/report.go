@@ -1,5 +1,8 @@
 package loadgen
 
+// The report of a run: counts, percentiles, real-time factor and the leak
+// check.
+
 import (
 	"fmt"
 	"io"

@@ -1,5 +1,8 @@
 package loadgen
 
+// Run: the load itself, closed-loop or at a rate, with aborts and reused
+// ids.
+
 import (
 	"context"
 	crand "crypto/rand"

@@ -1,5 +1,7 @@
 package loadgen
 
+// The texts a load speaks: the built-in ones, or one per line of a file.
+
 import (
 	"bufio"
 	"errors"

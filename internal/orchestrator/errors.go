@@ -1,5 +1,8 @@
 package orchestrator
 
+// The orchestrator's errors and CodeOf, the one place where an error
+// becomes a code.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,7 @@
 package orchestrator
 
+// The orchestrator's Prometheus metrics.
+
 import (
 	"strconv"
 

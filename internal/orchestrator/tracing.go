@@ -1,5 +1,7 @@
 package orchestrator
 
+// The spans of a request and of its stages (Options.TracerProvider).
+
 import (
 	"context"
 	"time"

@@ -1,5 +1,7 @@
 package orchestrator
 
+// The goroutines that run stage tasks, kept parked between tasks.
+
 import "sync"
 
 // task is one stage of one request to run: rq's binding at index stage.

@@ -1,5 +1,8 @@
 package pipeline
 
+// Strict decoding of the YAML tree into a Config: unknown keys, wrong types
+// and floats for integers are errors with their field paths and lines.
+
 import (
 	"fmt"
 	"math"

@@ -1,5 +1,8 @@
 package pipeline
 
+// Configuration errors: one per problem, each with its file, line and field
+// path, all collected.
+
 import (
 	"fmt"
 	"strings"

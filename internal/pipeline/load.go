@@ -1,5 +1,9 @@
 package pipeline
 
+// Loading a configuration: the built-in pipelines, files, and the order
+// decode, defaults, validate, route; the deploy section's checks; the
+// digest.
+
 import (
 	"bytes"
 	"crypto/sha256"

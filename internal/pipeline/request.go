@@ -1,5 +1,8 @@
 package pipeline
 
+// A request's outputs and sampling params, checked against the route before
+// anything runs.
+
 import (
 	"bytes"
 	"encoding/json"

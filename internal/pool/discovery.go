@@ -1,5 +1,8 @@
 package pool
 
+// Members: a pool whose slots follow a set of members that changes while it
+// runs.
+
 import (
 	"cmp"
 	"context"

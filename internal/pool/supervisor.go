@@ -1,5 +1,8 @@
 package pool
 
+// Supervisor: building, warming and watching a pool's replicas, and
+// restarting the lost ones.
+
 import (
 	"context"
 	"errors"

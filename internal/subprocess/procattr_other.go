@@ -2,6 +2,8 @@
 
 package subprocess
 
+// No process group where the platform has none.
+
 import "syscall"
 
 // SysProcAttr is nil where process groups are not supported.

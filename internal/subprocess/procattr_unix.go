@@ -2,6 +2,8 @@
 
 package subprocess
 
+// A process group of the child's own, on Unix.
+
 import "syscall"
 
 // SysProcAttr puts a child in a process group of its own, so the signals

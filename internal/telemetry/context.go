@@ -1,5 +1,8 @@
 package telemetry
 
+// Trace context in and out of strings (traceparent), and the log handler
+// that adds trace ids.
+
 import (
 	"context"
 	"log/slog"

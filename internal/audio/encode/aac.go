@@ -1,5 +1,7 @@
 package encode
 
+// ADTS AAC, encoded by an ffmpeg child process fed and read through pipes.
+
 import (
 	"bytes"
 	"errors"

@@ -1,5 +1,8 @@
 package encode
 
+// The formats, their content types and options, and New, which picks the
+// encoder of a format.
+
 import (
 	"errors"
 	"fmt"

@@ -1,5 +1,7 @@
 package encode
 
+// Raw PCM and WAV: samples as they are, after a header for WAV.
+
 import (
 	"fmt"
 	"io"

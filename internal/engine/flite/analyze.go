@@ -1,5 +1,8 @@
 package flite
 
+// Flite's text analysis on its own: the words and pronunciations of a text,
+// and synthesis with word times (the aligner's and the tests' references).
+
 import (
 	"errors"
 	"fmt"

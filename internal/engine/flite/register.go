@@ -1,5 +1,7 @@
 package flite
 
+// The flite drivers and their voices.
+
 import (
 	"fmt"
 

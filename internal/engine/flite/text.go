@@ -1,5 +1,8 @@
 package flite
 
+// The text the talker takes: checked, cleaned and mapped back to the
+// input's characters.
+
 import (
 	"fmt"
 	"regexp"

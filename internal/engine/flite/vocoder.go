@@ -1,5 +1,7 @@
 package flite
 
+// The flite-vocoder engine: frames or segments to audio, in blocks.
+
 import (
 	"context"
 	"encoding/json"

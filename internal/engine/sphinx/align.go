@@ -1,5 +1,8 @@
 package sphinx
 
+// Placing the transcript's words on the decoder's segments, and the
+// fallbacks when it finds none.
+
 import (
 	"math"
 	"strings"

@@ -1,5 +1,7 @@
 package sphinx
 
+// The aligner's pool of decoders, one per job at a time.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,8 @@
 package sphinx
 
+// Recognizer: free recognition with a language model, an independent
+// listener for tests.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,8 @@
 package sphinx
 
+// The transcript: the words flite says for the input, their dictionary
+// entries, and the timestamps tied back to the input's spans.
+
 import (
 	"fmt"
 	"hash/fnv"

@@ -1,5 +1,7 @@
 package testengine
 
+// Tone: a test talker that turns text into a tone as long as the text.
+
 import (
 	"context"
 	"errors"

@@ -1,17 +1,5 @@
 package process
 
-import (
-	"context"
-	"encoding/hex"
-	"fmt"
-	"io"
-	"net"
-	"strings"
-
-	"github.com/omnistage/omnistage/internal/httperr"
-	"github.com/omnistage/omnistage/internal/pipeline"
-)
-
 // The worker protocol, both sides. The parent starts
 //
 //	EXE serve --worker --stage N --config SOURCE --addr 127.0.0.1:0
@@ -24,6 +12,18 @@ import (
 // output, and its stderr, are the parent's to show. The child stops when
 // its stdin reaches end of file, which is how the parent stops it, and
 // what happens when the parent dies, however it dies.
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/pipeline"
+)
 
 // APIKeyEnv is the environment variable in which a worker process gets the
 // bearer token its parent calls it with.
