@@ -53,7 +53,9 @@ fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzRequestBodies -fuzztime 60s ./internal/api
 
 # lint checks formatting, vet, that go.mod (and the tools module's) are
-# tidy, and staticcheck, built from the tools module at the version it pins.
+# tidy, staticcheck, built from the tools module at the version it pins,
+# and the layout rules (tools/layoutcheck: files under 550 lines,
+# functions under 100, each file's concern named in its first comment).
 STATICCHECK := bin/staticcheck
 
 $(STATICCHECK): tools/go.mod tools/go.sum
@@ -69,6 +71,7 @@ lint: deps $(STATICCHECK)
 	cd test/browser && $(GO) vet ./...
 	cd test/browser && $(GO) mod tidy -diff
 	$(STATICCHECK) ./...
+	cd tools && $(GO) run ./layoutcheck ..
 
 clean:
 	rm -rf bin hello.wav bench.txt
