@@ -4,7 +4,6 @@ package api
 // the whole file (speechstream.go streams it).
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -166,16 +165,7 @@ func encodes(format string) bool { return format != formatWAV && format != forma
 
 // encodeAll encodes a into format, whole.
 func encodeAll(format string, a *engine.Audio) ([]byte, error) {
-	var b bytes.Buffer
-	enc, err := encode.New(format, &b, a.SampleRate, encode.Options{TotalSamples: int64(len(a.Samples))})
-	if err != nil {
-		return nil, err
-	}
-	err = enc.Write(a.Samples)
-	if cerr := enc.Close(); err == nil {
-		err = cerr
-	}
-	return b.Bytes(), err
+	return encode.Whole(format, a.SampleRate, a.Samples, encode.Options{})
 }
 
 // speechWhole answers with the whole audio file once the request ends,

@@ -247,23 +247,15 @@ func outputFormat(format, path string) (string, error) {
 }
 
 func writeAudio(env Env, path, format string, a *engine.Audio) error {
-	var buf bytes.Buffer
-	enc, err := encode.New(format, &buf, a.SampleRate, encode.Options{TotalSamples: int64(len(a.Samples))})
-	if err != nil {
-		return err
-	}
-	err = enc.Write(a.Samples)
-	if cerr := enc.Close(); err == nil {
-		err = cerr
-	}
+	b, err := encode.Whole(format, a.SampleRate, a.Samples, encode.Options{})
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", format, err)
 	}
 	if path == "-" {
-		_, err := env.Stdout.Write(buf.Bytes())
+		_, err := env.Stdout.Write(b)
 		return err
 	}
-	return os.WriteFile(path, buf.Bytes(), 0o644)
+	return os.WriteFile(path, b, 0o644)
 }
 
 // startLocal builds and starts an orchestrator for cfg in this process,

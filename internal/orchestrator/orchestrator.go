@@ -98,8 +98,8 @@ type Options struct {
 	Idle IdleObserver
 }
 
-// IdleObserver hears when requests start and stop being in flight (hops
-// included). Busy is called when a request is admitted while none is in
+// IdleObserver hears when requests start and stop being in flight (stage
+// calls included). Busy is called when a request is admitted while none is in
 // flight, Idle when the last one in flight ends; the calls alternate,
 // Busy first, and are made under the orchestrator's lock, so they must
 // not block.

@@ -4,6 +4,7 @@ package encode
 // encoder of a format.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -174,6 +175,21 @@ var errClosed = errors.New("encode: write after close")
 // its header stated.
 func lengthError(format string, got, want int64) error {
 	return fmt.Errorf("encode: %s: %d samples written, %d announced: %w", format, got, want, ErrUnsupported)
+}
+
+// Whole encodes all of samples, at sampleRate Hz, as one file of format.
+func Whole(format string, sampleRate int, samples []int16, opts Options) ([]byte, error) {
+	var b bytes.Buffer
+	opts.TotalSamples = int64(len(samples))
+	enc, err := New(format, &b, sampleRate, opts)
+	if err != nil {
+		return nil, err
+	}
+	err = enc.Write(samples)
+	if cerr := enc.Close(); err == nil {
+		err = cerr
+	}
+	return b.Bytes(), err
 }
 
 // nextRate returns the lowest of rates (ascending) at or above rate, or the
