@@ -20,6 +20,7 @@ import (
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 // repoRoot is the repository's root, from this package's directory.
@@ -74,48 +75,6 @@ func readCodeTable(t *testing.T) map[string]docRow {
 		t.Fatal("docs/api.md has no table under a heading Error codes")
 	}
 	return rows
-}
-
-// codeConsts returns the string constants named Code... that the non-test
-// files of the package in dir declare, by name, exported ones only.
-func codeConsts(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	consts := map[string]string{}
-	files, err := filepath.Glob(filepath.Join(repoRoot, dir, "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	for _, path := range files {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST {
-				continue
-			}
-			for _, spec := range g.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, name := range vs.Names {
-					if !strings.HasPrefix(name.Name, "Code") || !name.IsExported() || i >= len(vs.Values) {
-						continue
-					}
-					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-						consts[name.Name], _ = strconv.Unquote(lit.Value)
-					}
-				}
-			}
-		}
-	}
-	if len(consts) == 0 {
-		t.Fatalf("%s declares no Code constants", dir)
-	}
-	return consts
 }
 
 // httpStatuses maps the names of net/http's status constants to their
@@ -244,9 +203,9 @@ func scanCodeUses(t *testing.T, consts map[string]string) []codeUse {
 // code writes a code with; and every code in the table exists.
 func TestErrorCodeTable(t *testing.T) {
 	table := readCodeTable(t)
-	own := codeConsts(t, "internal/httperr")
-	orch := codeConsts(t, "internal/orchestrator")
-	pay := codeConsts(t, "internal/payload")
+	own := testkit.CodeConstants(t, filepath.Join(repoRoot, "internal/httperr"))
+	orch := testkit.CodeConstants(t, filepath.Join(repoRoot, "internal/orchestrator"))
+	pay := testkit.CodeConstants(t, filepath.Join(repoRoot, "internal/payload"))
 	consts := map[string]string{}
 	known := map[string]bool{}
 	for pkg, cs := range map[string]map[string]string{"httperr": own, "orchestrator": orch, "payload": pay} {

@@ -1,11 +1,7 @@
 package payload_test
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,13 +9,14 @@ import (
 
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 // TestDocErrorCodes checks the table of error codes of docs/payload.md
 // against the code: every Code constant of the package is in it, every code
 // in it is a constant, and its status is the one the answer has.
 func TestDocErrorCodes(t *testing.T) {
-	consts := codeConstants(t)
+	consts := testkit.CodeConstants(t, ".")
 	if len(consts) == 0 {
 		t.Fatal("found no Code constants in the package")
 	}
@@ -40,45 +37,6 @@ func TestDocErrorCodes(t *testing.T) {
 			t.Errorf("docs/payload.md gives %q the status %d; an answer has %d", code, status, got)
 		}
 	}
-}
-
-// codeConstants returns the package's string constants whose names start
-// with Code, by name.
-func codeConstants(t *testing.T) map[string]string {
-	t.Helper()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	consts := map[string]string{}
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST {
-				continue
-			}
-			for _, s := range g.Specs {
-				v := s.(*ast.ValueSpec)
-				for i, n := range v.Names {
-					if !strings.HasPrefix(n.Name, "Code") || i >= len(v.Values) {
-						continue
-					}
-					if lit, ok := v.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-						consts[n.Name], _ = strconv.Unquote(lit.Value)
-					}
-				}
-			}
-		}
-	}
-	return consts
 }
 
 // docErrorCodes returns the rows of the table under "## Error codes" in

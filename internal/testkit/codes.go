@@ -1,0 +1,59 @@
+package testkit
+
+// The error codes a package declares, read from its source, for the tests
+// that hold the reference docs to the code.
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// CodeConstants returns the string constants whose names start with Code
+// that the non-test files of the package in dir declare, by name. It fails
+// the test when there are none.
+func CodeConstants(tb testing.TB, dir string) map[string]string {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	consts := map[string]string{}
+	fset := token.NewFileSet()
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.CONST {
+				addCodes(consts, g)
+			}
+		}
+	}
+	if len(consts) == 0 {
+		tb.Fatalf("%s declares no Code constants", dir)
+	}
+	return consts
+}
+
+func addCodes(consts map[string]string, g *ast.GenDecl) {
+	for _, spec := range g.Specs {
+		vs := spec.(*ast.ValueSpec)
+		for i, name := range vs.Names {
+			if !strings.HasPrefix(name.Name, "Code") || i >= len(vs.Values) {
+				continue
+			}
+			if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				consts[name.Name], _ = strconv.Unquote(lit.Value)
+			}
+		}
+	}
+}
