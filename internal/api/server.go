@@ -110,7 +110,7 @@ type Server struct {
 	metrics *httpMetrics
 	keyHash *[sha256.Size]byte
 	models  []string
-	voices  *voiceSet
+	voices  atomic.Pointer[voiceSet] // once the pipeline is ready (voiceSet)
 	created int64
 	handler http.Handler
 	// endpointList lists the endpoints, for the 404 of an unknown route.
@@ -153,7 +153,7 @@ func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
 		reg: opts.Registry, metrics: m,
 		created: time.Now().Unix(),
 	}
-	if s.voices, err = newVoiceSet(o.Voices(), cfg.VoiceAliases); err != nil {
+	if err := checkVoiceAliases(o, cfg.VoiceAliases); err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	s.hop, err = hop.NewServer(o, hop.ServerOptions{

@@ -92,7 +92,7 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 	}
 	var tp talker.Params
 	if req.Voice.ID != "" {
-		v, err := s.voices.resolve(req.Voice.ID)
+		v, err := s.voiceSet().resolve(req.Voice.ID)
 		if err != nil {
 			return nil, err
 		}

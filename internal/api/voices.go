@@ -14,6 +14,8 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 // voiceSet is what a speech request's voice may name: the talker's own
@@ -26,8 +28,10 @@ type voiceSet struct {
 }
 
 // newVoiceSet checks that every alias names one of voices, when the talker
-// describes its voices.
-func newVoiceSet(voices []engine.Voice, aliases map[string]string) (*voiceSet, error) {
+// describes its voices: with strict, an alias that does not is an error;
+// without, it is left out (the default aliases name flite's voices, which
+// another talker lacks).
+func newVoiceSet(voices []engine.Voice, aliases map[string]string, strict bool) (*voiceSet, error) {
 	vs := &voiceSet{voices: voices, aliases: map[string]string{}}
 	list := []apijson.VoiceEntry{}
 	for _, v := range voices {
@@ -38,6 +42,9 @@ func newVoiceSet(voices []engine.Voice, aliases map[string]string) (*voiceSet, e
 		entry := apijson.VoiceEntry{Voice: engine.Voice{ID: alias, Name: alias}, AliasOf: target}
 		if len(voices) > 0 {
 			i := slices.IndexFunc(voices, func(v engine.Voice) bool { return strings.EqualFold(v.ID, target) })
+			if i < 0 && !strict {
+				continue
+			}
 			if i < 0 {
 				return nil, fmt.Errorf("voice_aliases.%s: %q is not a voice of the talker (voices: %s)", alias, target, strings.Join(vs.ids(), ", "))
 			}
@@ -79,7 +86,32 @@ func (vs *voiceSet) resolve(name string) (string, error) {
 		httperr.Short(name), strings.Join(vs.ids(), ", "), strings.Join(slices.Sorted(maps.Keys(vs.aliases)), ", "))
 }
 
+// checkVoiceAliases refuses aliases the configuration gives that name none
+// of the talker's voices, as far as they are known before it starts.
+func checkVoiceAliases(o *orchestrator.Orchestrator, aliases map[string]string) error {
+	_, err := newVoiceSet(o.Voices(), aliases, !maps.Equal(aliases, pipeline.DefaultVoiceAliases))
+	return err
+}
+
+// voiceSet returns what a speech request's voice may name. Until the
+// pipeline is ready it is what the talker's driver describes; once it is,
+// the voices its replicas name (a stage program names its own when it
+// starts), found once.
+func (s *Server) voiceSet() *voiceSet {
+	if vs := s.voices.Load(); vs != nil {
+		return vs
+	}
+	vs, err := newVoiceSet(s.orch.Voices(), s.cfg.VoiceAliases, false)
+	if err != nil {
+		panic("api: a voice set that is not strict cannot fail: " + err.Error())
+	}
+	if s.orch.Ready() {
+		s.voices.CompareAndSwap(nil, vs)
+	}
+	return vs
+}
+
 // listVoices answers GET /v1/audio/voices.
 func (s *Server) listVoices(w http.ResponseWriter, r *http.Request) {
-	httpbody.WriteJSON(w, http.StatusOK, s.voices.list)
+	httpbody.WriteJSON(w, http.StatusOK, s.voiceSet().list)
 }

@@ -323,9 +323,12 @@ type Voice struct {
 	Name     string `json:"name"`
 	Language string `json:"language"` // BCP 47: "en-US"
 	Gender   string `json:"gender,omitempty"`
-	// Note says what a client should know: a voice that needs another
-	// pipeline, say.
+	// Note says what a client should know about the voice.
 	Note string `json:"note,omitempty"`
+	// Output, when set, is the only kind a talker makes with this voice
+	// (a diphone voice's segments): the voice is listed only for a stage
+	// that outputs it.
+	Output Kind `json:"-"`
 }
 
 // Registry maps engine names to drivers. The zero value is empty and ready.

@@ -221,20 +221,35 @@ func (o *Orchestrator) NotReady() error {
 	return nil
 }
 
-// Voices returns the voices of the route's first stage (the talker): those
-// a replica of it in this process names (engine.Voicer), or else those its
-// engine's driver describes; nil when its engine is not registered here or
-// describes none.
+// Voices returns the voices of the route's first stage (the talker) that
+// it can speak with the kind it outputs: those a replica of it in this
+// process names (engine.Voicer), or else those its engine's driver
+// describes; nil when its engine is not registered here or describes none.
 func (o *Orchestrator) Voices() []engine.Voice {
 	first := o.route.Chain()[0]
+	name, spec := o.cfg.StageSpec(first, 0)
+	var all []engine.Voice
 	if st := o.stages[first]; st != nil && st.inproc {
 		if r := st.pool.AnyHealthy(); r != nil {
 			if v, ok := r.Engine.(engine.Voicer); ok {
-				return v.Voices()
+				all = v.Voices()
 			}
 		}
 	}
-	name, _ := o.cfg.StageSpec(first, 0)
+	if all == nil {
+		all = o.driverVoices(name)
+	}
+	var voices []engine.Voice
+	for _, v := range all {
+		if v.Output == "" || v.Output == spec.Output {
+			voices = append(voices, v)
+		}
+	}
+	return voices
+}
+
+// driverVoices returns the voices engine name's driver describes.
+func (o *Orchestrator) driverVoices(name string) []engine.Voice {
 	if o.opts.Registry == nil {
 		return nil
 	}

@@ -45,12 +45,13 @@ func wrap(name string, err error) error {
 	return fmt.Errorf("%s: %w", name, err)
 }
 
-// VoiceInfo describes the voices built into this flite: the clustergen voices (slt,
-// rms, awb) speak with the talker's frames, kal16 (a diphone voice) only
-// in a pipeline whose talker outputs segments.
+// VoiceInfo describes the voices built into this flite: the clustergen
+// voices (slt, rms, awb) speak with the talker's frames, kal16 (a diphone
+// voice) with segments, so each is listed only for a talker that outputs
+// its kind.
 var VoiceInfo = []engine.Voice{
-	{ID: "slt", Name: "SLT (CMU Arctic)", Language: "en-US", Gender: "female"},
-	{ID: "rms", Name: "RMS (CMU Arctic)", Language: "en-US", Gender: "male"},
-	{ID: "awb", Name: "AWB (CMU Arctic)", Language: "en-GB-scotland", Gender: "male"},
-	{ID: "kal16", Name: "KAL (diphone)", Language: "en-US", Gender: "male", Note: "needs a pipeline whose talker outputs segments"},
+	{ID: "slt", Name: "SLT (CMU Arctic)", Language: "en-US", Gender: "female", Output: engine.KindFrames},
+	{ID: "rms", Name: "RMS (CMU Arctic)", Language: "en-US", Gender: "male", Output: engine.KindFrames},
+	{ID: "awb", Name: "AWB (CMU Arctic)", Language: "en-GB-scotland", Gender: "male", Output: engine.KindFrames},
+	{ID: "kal16", Name: "KAL (diphone)", Language: "en-US", Gender: "male", Output: engine.KindSegments},
 }
