@@ -5,14 +5,16 @@
 # the acceptance tests' reference, ffmpeg encodes aac at run time and, with
 # mpg123, opus-tools and flac, decodes the encoders' output in their tests,
 # and iproute2, curl and openssl run the README's two-host example in network
-# namespaces. Node.js (Debian's, unless a node is already installed) and the
+# namespaces; espeak-ng and Python 3 (Debian's, unless a python3 is already
+# installed) run examples/espeak, whose stages are Python programs over
+# espeak-ng, and the Python SDK's tests. Node.js (Debian's, unless a node is already installed) and the
 # OpenAI Node SDK pinned in test/openai-node run the SDK compatibility test,
 # and chromium, headless, runs the web playground's test (test/browser).
 # It uses sudo when not run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libmp3lame-dev libopusenc-dev libflac-dev ffmpeg mpg123 opus-tools flac iproute2 curl openssl chromium)
+packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libmp3lame-dev libopusenc-dev libflac-dev ffmpeg mpg123 opus-tools flac iproute2 curl openssl chromium espeak-ng)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -22,6 +24,9 @@ for p in "${packages[@]}"; do
 done
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 	missing+=(nodejs npm)
+fi
+if ! command -v python3 >/dev/null; then
+	missing+=(python3)
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then

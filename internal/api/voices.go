@@ -82,8 +82,12 @@ func (vs *voiceSet) resolve(name string) (string, error) {
 			return v.ID, nil
 		}
 	}
-	return "", httperr.BadRequest("unknown voice %q: voices are %s, and the aliases %s (GET /v1/audio/voices lists them)",
-		httperr.Short(name), strings.Join(vs.ids(), ", "), strings.Join(slices.Sorted(maps.Keys(vs.aliases)), ", "))
+	aliases := ""
+	if len(vs.aliases) > 0 {
+		aliases = ", and the aliases " + strings.Join(slices.Sorted(maps.Keys(vs.aliases)), ", ")
+	}
+	return "", httperr.BadRequest("unknown voice %q: voices are %s%s (GET /v1/audio/voices lists them)",
+		httperr.Short(name), strings.Join(vs.ids(), ", "), aliases)
 }
 
 // checkVoiceAliases refuses aliases the configuration gives that name none
