@@ -17,10 +17,10 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/omnistage/omnistage/internal/doccheck"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
-	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 // repoRoot is the repository's root, from this package's directory.
@@ -203,9 +203,9 @@ func scanCodeUses(t *testing.T, consts map[string]string) []codeUse {
 // code writes a code with; and every code in the table exists.
 func TestErrorCodeTable(t *testing.T) {
 	table := readCodeTable(t)
-	own := testkit.CodeConstants(t, filepath.Join(repoRoot, "internal/httperr"))
-	orch := testkit.CodeConstants(t, filepath.Join(repoRoot, "internal/orchestrator"))
-	pay := testkit.CodeConstants(t, filepath.Join(repoRoot, "internal/payload"))
+	own := doccheck.CodeConstants(t, filepath.Join(repoRoot, "internal/httperr"))
+	orch := doccheck.CodeConstants(t, filepath.Join(repoRoot, "internal/orchestrator"))
+	pay := doccheck.CodeConstants(t, filepath.Join(repoRoot, "internal/payload"))
 	consts := map[string]string{}
 	known := map[string]bool{}
 	for pkg, cs := range map[string]map[string]string{"httperr": own, "orchestrator": orch, "payload": pay} {

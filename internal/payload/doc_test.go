@@ -7,16 +7,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/omnistage/omnistage/internal/doccheck"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/payload"
-	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 // TestDocErrorCodes checks the table of error codes of docs/payload.md
 // against the code: every Code constant of the package is in it, every code
 // in it is a constant, and its status is the one the answer has.
 func TestDocErrorCodes(t *testing.T) {
-	consts := testkit.CodeConstants(t, ".")
+	consts := doccheck.CodeConstants(t, ".")
 	if len(consts) == 0 {
 		t.Fatal("found no Code constants in the package")
 	}

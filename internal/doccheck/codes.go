@@ -1,7 +1,8 @@
-package testkit
-
-// The error codes a package declares, read from its source, for the tests
-// that hold the reference docs to the code.
+// Package doccheck holds what the tests that keep the reference docs
+// (docs/*.md) equal to the code share: reading the error codes a package
+// declares from its source. Only tests import it; it imports nothing of
+// the project, so that the test binaries it joins stay small.
+package doccheck
 
 import (
 	"go/ast"
