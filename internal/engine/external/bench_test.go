@@ -1,0 +1,215 @@
+package external
+
+// Benchmarks of a chunk's way through a stage program: the latency of one
+// round trip (one chunk in flight) against an in-process echo, and the
+// throughput of a stream of large chunks.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/testkit"
+)
+
+// echoEngine is the in-process baseline: it sends back what it gets.
+type echoEngine struct{}
+
+var _ engine.Engine = echoEngine{}
+
+func (echoEngine) Warm(context.Context) error { return nil }
+func (echoEngine) Close() error               { return nil }
+
+func (echoEngine) Process(ctx context.Context, job *engine.Job) error {
+	for {
+		c, err := job.In.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := job.Out.Send(ctx, c); err != nil {
+			return err
+		}
+	}
+}
+
+// chanSource yields the chunks sent on it until it is closed.
+type chanSource chan engine.Chunk
+
+func (s chanSource) Recv(ctx context.Context) (engine.Chunk, error) {
+	select {
+	case c, ok := <-s:
+		if !ok {
+			return engine.Chunk{}, io.EOF
+		}
+		return c, nil
+	case <-ctx.Done():
+		return engine.Chunk{}, ctx.Err()
+	}
+}
+
+// chanSink sends the chunks it takes on.
+type chanSink chan engine.Chunk
+
+func (s chanSink) Send(ctx context.Context, c engine.Chunk) error {
+	select {
+	case s <- c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// repeatSource yields one chunk n times.
+type repeatSource struct {
+	c engine.Chunk
+	n int
+}
+
+func (s *repeatSource) Recv(context.Context) (engine.Chunk, error) {
+	if s.n == 0 {
+		return engine.Chunk{}, io.EOF
+	}
+	s.n--
+	return s.c, nil
+}
+
+// countSink counts the bytes of audio it takes.
+type countSink struct{ bytes int }
+
+func (s *countSink) Send(_ context.Context, c engine.Chunk) error {
+	s.bytes += 2 * len(c.Audio.Samples)
+	return nil
+}
+
+// benchEngine starts and warms a replica on audio with opts, closed when
+// tb ends (start and build take a *testing.T).
+func benchEngine(tb testing.TB, opts engine.Options) *Engine {
+	tb.Helper()
+	stderr := &testkit.SyncBuffer{}
+	spec := engine.Spec{StageID: 1, Name: "echo", Input: engine.KindAudio, Output: engine.KindAudio, Options: opts}
+	e, err := New(spec, Config{Stderr: stderr})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = e.Close()
+		if tb.Failed() {
+			tb.Logf("the program's stderr:\n%s", stderr)
+		}
+	})
+	if err := e.Warm(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+// goPeer returns the options of a replica whose program is this test
+// binary's echo stage, in Go (stageproto.Serve).
+func goPeer(testing.TB) engine.Options {
+	return engine.Options{"command": []any{os.Args[0], "-test.run=^$"}, "env": map[string]any{testStageEnv: "echo"}}
+}
+
+// roundTrips times n round trips of c through one job of e, one chunk in
+// flight.
+func roundTrips(tb testing.TB, e engine.Engine, c engine.Chunk, n int) []time.Duration {
+	tb.Helper()
+	in, out := make(chanSource), make(chanSink)
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Process(context.Background(), &engine.Job{RequestID: "bench", StageID: 1, In: in, Out: out})
+	}()
+	d := make([]time.Duration, n)
+	for i := range d {
+		t0 := time.Now()
+		in <- c
+		select {
+		case <-out:
+		case err := <-done:
+			tb.Fatalf("the job ended after %d round trips: %v", i, err)
+		}
+		d[i] = time.Since(t0)
+	}
+	close(in)
+	if err := <-done; err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// BenchmarkChunk is the round trip of 100 ms of 16 kHz audio (3 200
+// bytes) through an echo stage, one chunk in flight: in process, through
+// a Go program and through a Python one (the SDK). added-µs is the
+// median's excess over the in-process echo's.
+func BenchmarkChunk(b *testing.B) {
+	c := audio(16000, make([]int16, 1600)...)
+	base := median(roundTrips(b, echoEngine{}, c, 10000))
+	for _, peer := range []struct {
+		name string
+		new  func(testing.TB) engine.Engine
+	}{
+		{"inproc", func(testing.TB) engine.Engine { return echoEngine{} }},
+		{"go", func(tb testing.TB) engine.Engine { return benchEngine(tb, goPeer(tb)) }},
+		{"python", func(tb testing.TB) engine.Engine { return benchEngine(tb, pythonOptions(tb, "echo.py")) }},
+	} {
+		b.Run(peer.name, func(b *testing.B) {
+			e := peer.new(b)
+			roundTrips(b, e, c, 200) // the program's first chunks: caches, code paths
+			b.ReportAllocs()
+			b.ResetTimer()
+			d := roundTrips(b, e, c, b.N)
+			b.StopTimer()
+			m := median(d)
+			b.ReportMetric(micros(m), "median-µs")
+			b.ReportMetric(micros(m-base), "added-µs")
+		})
+	}
+}
+
+// BenchmarkThroughput streams large chunks of audio through an echo
+// stage, as many in flight as the credit allows: MB/s of audio each way.
+func BenchmarkThroughput(b *testing.B) {
+	for _, size := range []struct {
+		name  string
+		bytes int
+	}{{"64KiB", 64 << 10}, {"1MiB", 1 << 20}} {
+		c := audio(16000, make([]int16, size.bytes/2)...)
+		for _, peer := range []struct {
+			name string
+			opts func(testing.TB) engine.Options
+		}{
+			{"go", goPeer},
+			{"python", func(tb testing.TB) engine.Options { return pythonOptions(tb, "echo.py") }},
+		} {
+			b.Run(peer.name+"/"+size.name, func(b *testing.B) {
+				e := benchEngine(b, peer.opts(b))
+				b.SetBytes(int64(size.bytes))
+				b.ReportAllocs()
+				b.ResetTimer()
+				sink := &countSink{}
+				if err := e.Process(context.Background(), &engine.Job{RequestID: "bench", StageID: 1, In: &repeatSource{c: c, n: b.N}, Out: sink}); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if sink.bytes != b.N*size.bytes {
+					b.Fatalf("%d bytes back; want %d", sink.bytes, b.N*size.bytes)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,30 @@
+"""omnistage_stage: write an omnistage pipeline stage in Python.
+
+A stage program subclasses Stage, and calls run with an instance; the SDK
+speaks the stage protocol (docs/stage-protocol.md, version 1) with the
+runtime over standard input and output. See docs/sdk-python.md.
+
+    import omnistage_stage as st
+
+    class Echo(st.Stage):
+        input, output = "audio", "audio"
+
+        def process(self, job):
+            for chunk in job.input():
+                job.send(chunk)
+
+    st.run(Echo())
+"""
+
+from .chunks import Audio, Data, Frames, Segments, Text, Words
+from .errors import Cancelled, InputError, ParamError, ProtocolError
+from .job import Job
+from .server import run
+from .stage import Stage
+
+PROTOCOL_VERSION = 1
+
+__all__ = [
+    "Audio", "Cancelled", "Data", "Frames", "InputError", "Job", "PROTOCOL_VERSION", "ParamError",
+    "ProtocolError", "Segments", "Stage", "Text", "Words", "run",
+]

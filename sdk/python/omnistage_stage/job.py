@@ -1,0 +1,162 @@
+"""One job: a request at this stage, as process sees it: its fields, its
+input as it arrives and its output, each against the other side's credit."""
+
+import threading
+from queue import SimpleQueue
+
+from . import chunks
+from .chunks import Audio
+from .errors import Cancelled, InputError
+from .wire import MAX_DATA, MAX_HEADER
+
+# What the reader puts on a job's input queue besides chunks.
+_END = object()  # input_end came
+_WAKE = object()  # the job was stopped: cancel or shutdown
+
+
+
+class Refused:
+    """An input chunk the job cannot take (not of the stage's input kind):
+    input() raises InputError(reason) in its place."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason):
+        self.reason = reason
+
+
+DEFAULT_WINDOW = 8  # the protocol's, for a job message without one
+
+
+def credit_batch(window):
+    """How many chunks of a window a side takes in before it gives credit
+    back: half of it (as the Go side does), so that the other side never
+    waits long and a credit message serves several chunks."""
+    return max(window // 2, 1)
+
+
+class Job:
+    """A job: one request at this stage.
+
+    request_id (for logs), stage_id, params (the request's sampling params
+    for this stage: a dict, empty for the defaults) and prompt (the
+    request's text) describe it; input() yields its input chunks and send
+    sends its output. After a cancel, cancelled is true, input() ends and
+    send raises Cancelled.
+
+    input() is for one consumer at a time; send may be called from any
+    thread.
+    """
+
+    def __init__(self, writer, msg, in_window, out_kind):
+        self.id = msg.get("job", 0)
+        self.request_id = msg.get("request_id", "")
+        self.stage_id = msg.get("stage_id", 0)
+        params = msg.get("params")
+        self.params = {} if params is None else params
+        self.prompt = msg.get("prompt", "")
+
+        self._w = writer
+        self._out_kind = out_kind
+        self._out_prefix = b'{"type":"output","job":%d,' % self.id
+        self._credit_prefix = b'{"type":"credit","job":%d,"chunks":' % self.id
+
+        # Input: the reader puts chunks (within the credit given) and
+        # sentinels; the consumer takes them.
+        self._inq = SimpleQueue()
+        self._in_window = in_window
+        self._batch = credit_batch(in_window)
+        self._received = 0  # input chunks received; the reader's
+        self._credited = 0  # input credit given back; the consumer's
+        self._owed = 0  # input chunks taken, not yet credited; the consumer's
+        self._input_ended = False  # input_end came; the reader's
+        self._input_done = False  # input() has ended; the consumer's
+
+        # Output: the runtime's credit, and why the job stopped.
+        out_window = msg.get("window")
+        self._cond = threading.Condition(threading.Lock())
+        self._credit = out_window if type(out_window) is int and out_window > 0 else DEFAULT_WINDOW
+        self._stopped = False  # cancelled or shut down; set under _cond
+        self._cancel_requested = False  # the runtime sent cancel; set under the server's lock
+        self._shut_down = False  # the stage is shutting down; set under the server's lock
+
+    @property
+    def cancelled(self):
+        """True once the runtime cancelled the job, or the stage shuts down."""
+        return self._stopped
+
+    def input(self):
+        """Yields the job's input chunks as they arrive, until the runtime
+        ends the input or cancels the job. It gives credit back as the
+        chunks are taken, so the runtime sends at most the stage's window
+        of chunks ahead. A chunk not of the stage's input kind raises
+        InputError (the runtime sends none, but a test may)."""
+        get = self._inq.get
+        while not self._input_done:
+            item = get()
+            if self._stopped or item is _END:
+                self._input_done = True
+                return
+            if item is _WAKE:
+                continue
+            if type(item) is Refused:
+                self._input_done = True
+                raise InputError(item.reason)
+            self._owed += 1
+            if self._owed >= self._batch:
+                owed, self._owed = self._owed, 0
+                self._credited += owed  # before the write: the reader checks against it
+                self._w.write(self._credit_prefix + b"%d}\n" % owed)
+            yield item
+
+    def send(self, chunk):
+        """Sends chunk as the job's output. It waits while the job has no
+        output credit (the next stage is behind), and raises Cancelled once
+        the job is cancelled; a chunk the runtime would refuse (not of the
+        stage's output kind, or not valid) is a ValueError or TypeError."""
+        if type(chunk) is Audio and self._out_kind == "audio":
+            fields, data = chunks._encode_audio(chunk)
+            header = self._out_prefix + b'"kind":"audio","sample_rate":%d' % fields["sample_rate"]
+            if chunk.end_of_sentence:
+                header += b',"end_of_sentence":true'
+        else:
+            fields, data = chunks.encode(chunk)
+            if fields["kind"] != self._out_kind:
+                raise ValueError("job.send: a %s chunk, but the stage's output is %s" % (fields["kind"], self._out_kind))
+            header = self._out_prefix + chunks.dumps(fields)[1:-1]
+        n = chunks.nbytes(data)
+        if n:
+            if n > MAX_DATA:
+                raise ValueError("job.send: %d bytes in one chunk; the limit is %d" % (n, MAX_DATA))
+            header += b',"data_length":%d}\n' % n
+        else:
+            header += b"}\n"
+        if len(header) > MAX_HEADER:
+            raise ValueError("job.send: a %d-byte header; the limit is %d" % (len(header), MAX_HEADER))
+        with self._cond:
+            while self._credit <= 0 and not self._stopped:
+                self._cond.wait()
+            if self._stopped:
+                raise Cancelled("job %d is cancelled" % self.id)
+            self._credit -= 1
+        self._w.write(header, data)
+
+    # The reader's side.
+
+    def _give_credit(self, n):
+        with self._cond:
+            self._credit += n
+            self._cond.notify(n)
+
+    def _stop(self):
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        self._inq.put(_WAKE)
+
+    def _end_input(self):
+        self._input_ended = True
+        self._inq.put(_END)
+
+    def __repr__(self):
+        return "Job(%d, request_id=%r)" % (self.id, self.request_id)

@@ -1,0 +1,87 @@
+"""Stage: the class a stage program subclasses."""
+
+import inspect
+
+
+class Stage:
+    """A pipeline stage. Subclass it, set input and output (the kinds it
+    takes and makes), write process, and pass an instance to run.
+
+    Class attributes, all but input and output optional:
+
+    - name: the stage's name in hello (default: the class's, lowercased).
+    - input, output: kind names ("text", "audio", "timestamps", "frames",
+      "segments", or a kind the pipeline declares).
+    - max_jobs (default 1): how many jobs run at once, a thread each.
+    - window (default 8): how many input chunks of a job the runtime may
+      send ahead of the ones process has taken.
+    - params: a dict of param name to {"type": ..., "description": ...};
+      when given, the runtime refuses a request with any other param.
+    - voices: a talker's voices, dicts with id, name, language (BCP 47)
+      and optionally gender.
+    """
+
+    name = None
+    input = None
+    output = None
+    max_jobs = 1
+    window = 8
+    params = None
+    voices = None
+
+    def check_params(self, params):
+        """Raises ParamError(field, reason) for params (a dict) the stage
+        refuses. It is called for the runtime's check, on the reader
+        thread (so keep it quick), and on each job's thread before
+        process."""
+
+    def warm(self, config=None):
+        """Loads what the stage needs before its first job; config is the
+        stage's options.config (a dict). Override it as warm(self) or
+        warm(self, config). An exception refuses to start, with its
+        message."""
+
+    def process(self, job):
+        """Runs one job: read job.input(), send with job.send. Returning
+        ends the job (done); an exception fails it."""
+        raise NotImplementedError("%s.process" % type(self).__name__)
+
+
+def overrides(stage, method):
+    """Reports whether stage's class overrides Stage's method."""
+    return getattr(type(stage), method, None) is not getattr(Stage, method)
+
+
+def call_warm(stage, config):
+    """Calls stage.warm, with config when it takes an argument."""
+    try:
+        params = inspect.signature(stage.warm).parameters.values()
+    except (TypeError, ValueError):
+        return stage.warm(config)
+    takes = any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params)
+    return stage.warm(config) if takes else stage.warm()
+
+
+def hello(stage):
+    """Returns stage's hello message, checking its attributes; a TypeError
+    or ValueError says what is wrong."""
+    for attr in ("input", "output"):
+        v = getattr(stage, attr, None)
+        if not isinstance(v, str) or not v:
+            raise TypeError("%s.%s must be a kind's name, such as \"audio\"; it is %r" % (type(stage).__name__, attr, v))
+    msg = {"type": "hello", "protocol": 1, "name": stage.name or type(stage).__name__.lower(),
+           "input": stage.input, "output": stage.output}
+    for attr in ("max_jobs", "window"):
+        v = getattr(stage, attr)
+        if type(v) is not int or v < 1:
+            raise ValueError("%s.%s must be an int, 1 or more; it is %r" % (type(stage).__name__, attr, v))
+        msg[attr] = v
+    if stage.params is not None:
+        if not isinstance(stage.params, dict) or not all(isinstance(k, str) and isinstance(v, dict) for k, v in stage.params.items()):
+            raise TypeError("%s.params must be a dict of param name to {\"type\": ..., \"description\": ...}" % type(stage).__name__)
+        msg["params"] = stage.params
+    if stage.voices is not None:
+        if not isinstance(stage.voices, (list, tuple)) or not all(isinstance(v, dict) and "id" in v for v in stage.voices):
+            raise TypeError("%s.voices must be a list of dicts with id, name and language" % type(stage).__name__)
+        msg["voices"] = list(stage.voices)
+    return msg
