@@ -102,6 +102,12 @@ func startPipeline(b *testing.B, name string) *orchestrator.Orchestrator {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return startConfig(b, cfg)
+}
+
+// startConfig starts the pipeline of cfg as `omnistage say` does.
+func startConfig(b *testing.B, cfg *pipeline.Config) *orchestrator.Orchestrator {
+	b.Helper()
 	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: shipped.Registry()})
 	if err != nil {
 		b.Fatal(err)
