@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -83,28 +84,32 @@ func (o *Orchestrator) newID() string {
 	return idPrefix + strconv.FormatUint(o.nextID.Add(1), 10)
 }
 
-// admit registers rq under its id and counts it against the in-flight
-// limit. A request claims its id; a stage call does not.
-func (o *Orchestrator) admit(rq *request) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	select {
-	case <-o.closing:
-		return errShutdown
-	default:
-	}
-	h := o.active[rq.id]
+// Requests is the registry of the requests in flight under their ids. The
+// orchestrators of one server share one (Options.Requests), so that an id
+// is unique across its pipelines and an abort or lookup finds a request
+// whatever its pipeline. Its lock is held only to claim, free and find ids;
+// admission limits and queues stay each pipeline's own. The zero value is
+// not usable: use NewRequests.
+type Requests struct {
+	mu     sync.Mutex
+	active map[string]*holders
+}
+
+// NewRequests returns an empty registry.
+func NewRequests() *Requests { return &Requests{active: map[string]*holders{}} }
+
+// claim registers rq under its id: a request claims the id, and is refused
+// while another request holds it; a stage call does not.
+func (rs *Requests) claim(rq *request) error {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	h := rs.active[rq.id]
 	if h != nil && h.req != nil && !rq.stageCall {
-		o.metrics.requests.WithLabelValues(string(CodeConflict)).Inc()
 		return newError(CodeConflict, "request id %q is still in use (%s); reuse it once that request has ended", rq.id, State(h.req.state.Load()))
-	}
-	if o.inflight >= o.cfg.Deploy.MaxInflight {
-		o.metrics.requests.WithLabelValues(string(CodeOverloaded)).Inc()
-		return newError(CodeOverloaded, "server busy: %d requests in flight, the limit is %d; retry later", o.inflight, o.cfg.Deploy.MaxInflight)
 	}
 	if h == nil {
 		h = &holders{}
-		o.active[rq.id] = h
+		rs.active[rq.id] = h
 	}
 	if rq.stageCall {
 		if h.calls == nil {
@@ -114,10 +119,63 @@ func (o *Orchestrator) admit(rq *request) error {
 	} else {
 		h.req = rq
 	}
+	return nil
+}
+
+// drop removes rq, and frees its id when nothing else holds it.
+func (rs *Requests) drop(rq *request) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	h := rs.active[rq.id]
+	if h == nil {
+		return
+	}
+	if rq.stageCall {
+		delete(h.calls, rq)
+	} else if h.req == rq {
+		h.req = nil
+	}
+	if h.req == nil && len(h.calls) == 0 {
+		delete(rs.active, rq.id)
+	}
+}
+
+// of returns the requests and stage calls of id.
+func (rs *Requests) of(id string) []*request {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if h := rs.active[id]; h != nil {
+		return h.appendTo(nil)
+	}
+	return nil
+}
+
+// admit counts rq against the in-flight limit and registers it under its
+// id (Requests.claim).
+func (o *Orchestrator) admit(rq *request) error {
+	o.mu.Lock()
+	select {
+	case <-o.closing:
+		o.mu.Unlock()
+		return errShutdown
+	default:
+	}
+	if n := o.inflight; n >= o.cfg.Deploy.MaxInflight {
+		o.mu.Unlock()
+		o.metrics.requests.WithLabelValues(string(CodeOverloaded)).Inc()
+		return newError(CodeOverloaded, "server busy: %d requests in flight, the limit is %d; retry later", n, o.cfg.Deploy.MaxInflight)
+	}
 	o.inflight++
+	o.live[rq] = struct{}{}
 	o.metrics.inflight.Set(float64(o.inflight))
 	if o.inflight == 1 && o.opts.Idle != nil {
 		o.opts.Idle.Busy()
+	}
+	o.mu.Unlock()
+	if err := o.reqs.claim(rq); err != nil {
+		o.metrics.requests.WithLabelValues(string(CodeConflict)).Inc()
+		o.uncount(rq)
+		return err
 	}
 	return nil
 }
@@ -126,18 +184,15 @@ func (o *Orchestrator) admit(rq *request) error {
 // nothing else holds it; the last release wakes waitIdle and tells the
 // IdleObserver.
 func (o *Orchestrator) release(rq *request) {
+	o.reqs.drop(rq)
+	o.uncount(rq)
+}
+
+// uncount takes rq off the in-flight count.
+func (o *Orchestrator) uncount(rq *request) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if h := o.active[rq.id]; h != nil {
-		if rq.stageCall {
-			delete(h.calls, rq)
-		} else if h.req == rq {
-			h.req = nil
-		}
-		if h.req == nil && len(h.calls) == 0 {
-			delete(o.active, rq.id)
-		}
-	}
+	delete(o.live, rq)
 	o.inflight--
 	o.metrics.inflight.Set(float64(o.inflight))
 	if o.inflight == 0 && o.opts.Idle != nil {
@@ -170,36 +225,42 @@ func (o *Orchestrator) waitIdle(ctx context.Context) error {
 	}
 }
 
-// inFlight returns every request in flight.
+// inFlight returns every request in flight here.
 func (o *Orchestrator) inFlight() []*request {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var reqs []*request
-	for _, h := range o.active {
-		reqs = h.appendTo(reqs)
+	reqs := make([]*request, 0, len(o.live))
+	for rq := range o.live {
+		reqs = append(reqs, rq)
 	}
 	return reqs
 }
+
+// Abort aborts the request with the given id and every stage call of that
+// id, whatever their pipeline (see Requests.Abort).
+func (o *Orchestrator) Abort(ctx context.Context, id string) error { return o.reqs.Abort(ctx, id) }
+
+// Lookup returns the state of the request with the given id, whatever its
+// pipeline (see Requests.Lookup).
+func (o *Orchestrator) Lookup(id string) (State, bool) { return o.reqs.Lookup(id) }
 
 // Abort aborts the request with the given id, and every stage call of that
 // id, and waits for their stages to drain. A second Abort of the same
 // request joins the first. If a drain outlasts the deployment's abort
 // timeout, the request is left in the abort_failed state, holding its id
 // until the drain ends, and Abort returns an error with code abort_failed.
-func (o *Orchestrator) Abort(ctx context.Context, id string) error {
-	o.mu.Lock()
-	var reqs []*request
-	if h := o.active[id]; h != nil {
-		reqs = h.appendTo(nil)
-	}
-	o.mu.Unlock()
+func (rs *Requests) Abort(ctx context.Context, id string) error {
+	reqs := rs.of(id)
 	if len(reqs) == 0 {
 		return newError(CodeNotFound, "no active request with id %q", id)
 	}
+	timeout := time.Duration(0)
 	for _, rq := range reqs {
 		rq.abort(errAborted)
+		timeout = max(timeout, rq.o.cfg.Deploy.AbortTimeout)
 	}
-	timer := time.NewTimer(o.cfg.Deploy.AbortTimeout)
+	o := reqs[0].o
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for _, rq := range reqs {
 		select {
@@ -213,8 +274,8 @@ func (o *Orchestrator) Abort(ctx context.Context, id string) error {
 				}
 			}
 			o.metrics.aborts.WithLabelValues(string(CodeAbortFailed)).Inc()
-			o.log.WarnContext(reqs[0].logCtx(), "abort did not drain in time", "request_id", id, "timeout", o.cfg.Deploy.AbortTimeout)
-			return newError(CodeAbortFailed, "request %q did not drain within %s; its id stays in use until it does", id, o.cfg.Deploy.AbortTimeout)
+			o.log.WarnContext(reqs[0].logCtx(), "abort did not drain in time", "request_id", id, "timeout", timeout)
+			return newError(CodeAbortFailed, "request %q did not drain within %s; its id stays in use until it does", id, timeout)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -226,10 +287,10 @@ func (o *Orchestrator) Abort(ctx context.Context, id string) error {
 // Lookup returns the state of the active or draining request with the
 // given id, or of its stage calls (the least advanced one's: active before
 // aborting before abort_failed).
-func (o *Orchestrator) Lookup(id string) (State, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	h, ok := o.active[id]
+func (rs *Requests) Lookup(id string) (State, bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	h, ok := rs.active[id]
 	if !ok {
 		return 0, false
 	}

@@ -96,6 +96,10 @@ type Options struct {
 	// Idle, when not nil, hears when the orchestrator becomes busy and
 	// idle (package memtrim trims memory when it has gone quiet).
 	Idle IdleObserver
+	// Requests, when not nil, is the registry of request ids this
+	// orchestrator shares with the other pipelines of its server; nil
+	// means one of its own.
+	Requests *Requests
 }
 
 // IdleObserver hears when requests start and stop being in flight (stage
@@ -126,8 +130,9 @@ type Orchestrator struct {
 	closing chan struct{} // closed when Shutdown starts
 	closed  chan struct{} // closed when Shutdown has finished
 
-	mu       sync.Mutex // guards what follows (see admission.go)
-	active   map[string]*holders
+	reqs     *Requests             // the ids in flight, maybe shared with other orchestrators
+	mu       sync.Mutex            // guards what follows (see admission.go)
+	live     map[*request]struct{} // the requests in flight here
 	inflight int
 	idle     chan struct{} // closed and replaced when inflight drops to zero; nil when none waits
 	nextID   atomic.Uint64
@@ -152,7 +157,11 @@ func New(cfg *pipeline.Config, opts Options) (*Orchestrator, error) {
 		cfg: cfg, route: cfg.Route, opts: opts, log: opts.Logger, tracer: newTracer(opts.TracerProvider),
 		closing: make(chan struct{}),
 		closed:  make(chan struct{}),
-		active:  map[string]*holders{},
+		reqs:    opts.Requests,
+		live:    map[*request]struct{}{},
+	}
+	if o.reqs == nil {
+		o.reqs = NewRequests()
 	}
 	o.stages = make([]*stageRun, cfg.Route.NumIDs())
 	for _, id := range opts.Stages {

@@ -145,11 +145,9 @@ func (s Stats) Bindings() int {
 func (o *Orchestrator) Stats() Stats {
 	o.mu.Lock()
 	s := Stats{InFlight: o.inflight}
-	for _, h := range o.active {
-		for _, rq := range h.appendTo(nil) {
-			if rq.state.Load() != int32(StateActive) {
-				s.Draining++
-			}
+	for rq := range o.live {
+		if rq.state.Load() != int32(StateActive) {
+			s.Draining++
 		}
 	}
 	o.mu.Unlock()
