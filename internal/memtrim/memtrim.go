@@ -106,6 +106,7 @@ type Trimmer struct {
 	duration prometheus.Counter
 
 	mu     sync.Mutex
+	busy   int         // the sources (a server's orchestrators) busy now
 	dirty  bool        // a busy period ended with no trim since
 	timer  *time.Timer // the pending trim; nil when none
 	gen    uint64      // bumped by Busy, so a timer that fired late does nothing
@@ -143,11 +144,13 @@ func New(opts Options) (*Trimmer, error) {
 	return t, nil
 }
 
-// Busy says a request started while none was in flight: a pending trim
-// is cancelled.
+// Busy says a request started while none was in flight in one of the
+// Trimmer's sources (the orchestrators of a server, each calling Busy and
+// Idle in turn): a pending trim is cancelled.
 func (t *Trimmer) Busy() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.busy++
 	t.gen++
 	t.dirty = true
 	if t.timer != nil && t.timer.Stop() {
@@ -156,12 +159,13 @@ func (t *Trimmer) Busy() {
 	t.timer = nil
 }
 
-// Idle says the last request in flight ended: a trim follows after the
-// quiet period, unless Busy comes first.
+// Idle says the last request in flight of a source ended: once no source
+// is busy, a trim follows after the quiet period, unless Busy comes first.
 func (t *Trimmer) Idle() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || !t.dirty || t.timer != nil {
+	t.busy = max(t.busy-1, 0)
+	if t.closed || !t.dirty || t.timer != nil || t.busy > 0 {
 		return
 	}
 	gen := t.gen

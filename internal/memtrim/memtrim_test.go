@@ -90,6 +90,18 @@ func TestRule(t *testing.T) {
 				time.Sleep(2 * quiet)
 			}
 		}, 2},
+		{"two sources: quiet only once both are idle", func(t *testing.T, tr *Trimmer, n *atomic.Int32) {
+			tr.Busy() // one pipeline
+			tr.Busy() // another
+			tr.Idle() // the first is idle, the second still busy
+			time.Sleep(2 * quiet)
+			synctest.Wait()
+			if n.Load() != 0 {
+				t.Error("trimmed while a source was busy")
+			}
+			tr.Idle()
+			time.Sleep(quiet)
+		}, 1},
 		{"closed while pending", func(t *testing.T, tr *Trimmer, n *atomic.Int32) {
 			tr.Busy()
 			tr.Idle()
