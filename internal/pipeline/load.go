@@ -83,40 +83,144 @@ func Load(ref string) (*Config, error) {
 	return Parse(data, ref)
 }
 
-// Parse decodes, defaults and validates a configuration and resolves its
-// route. The error, if any, is an Errors listing every problem found.
+// Parse decodes, defaults and validates a configuration of one pipeline
+// and resolves its route. The error, if any, is an Errors listing every
+// problem found.
 func Parse(data []byte, source string) (*Config, error) {
-	errs := &errList{file: source}
-	c := &Config{Source: source}
+	cs, err := ParseAll(data, source)
+	if err != nil {
+		return nil, err
+	}
+	if len(cs) > 1 {
+		return nil, (&errList{file: source, errs: Errors{{File: source, Msg: fmt.Sprintf("holds %d pipelines, one per YAML document; this command takes one", len(cs))}}}).err()
+	}
+	return cs[0], nil
+}
 
+// ParseAll decodes, defaults and validates the configurations of a file
+// that holds one pipeline per YAML document (documents separated by
+// "---"), resolving each one's route. Each document is a whole
+// configuration: its pipeline, deploy section and voice aliases. The
+// error, if any, is an Errors listing every problem of every document,
+// with the file's own line numbers.
+func ParseAll(data []byte, source string) ([]*Config, error) {
+	errs := &errList{file: source}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
+	var cs []*Config
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
-			errs.add(0, "", "empty configuration")
-		} else {
-			errs.add(0, "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+			break
 		}
-		return nil, errs.err()
+		if err != nil {
+			errs.add(0, "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+			return nil, errs.err()
+		}
+		cs = append(cs, parseDoc(&doc, source, errs))
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		errs.add(extra.Line, "", "only one YAML document is allowed")
+	if len(cs) == 0 {
+		errs.add(0, "", "empty configuration")
 	}
-	d := &decoder{errs: errs}
-	d.config(&doc, c)
-	d.checkKinds(&c.Pipeline)
-	if len(errs.errs) == 0 || c.Pipeline.Stages != nil {
-		validate(c, errs)
-	}
+	checkNames(cs, errs)
 	if err := errs.err(); err != nil {
 		sortErrors(errs.errs)
 		return nil, err
 	}
+	return cs, nil
+}
+
+// parseDoc decodes, defaults and validates the configuration of one
+// document, adding its problems to errs.
+func parseDoc(doc *yaml.Node, source string, errs *errList) *Config {
+	before := len(errs.errs)
+	c := &Config{Source: source}
+	d := &decoder{errs: errs}
+	d.config(doc, c)
+	d.checkKinds(&c.Pipeline)
+	if len(errs.errs) == before || c.Pipeline.Stages != nil {
+		validate(c, errs)
+	}
 	if c.VoiceAliases == nil {
 		c.VoiceAliases = maps.Clone(DefaultVoiceAliases)
 	}
-	return c, nil
+	return c
+}
+
+// checkNames refuses two pipelines of one name.
+func checkNames(cs []*Config, errs *errList) {
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if n := c.Pipeline.Name; n != "" {
+			if seen[n] {
+				errs.add(0, "pipeline.name", "pipeline %s is declared twice; give each pipeline a name of its own", n)
+			}
+			seen[n] = true
+		}
+	}
+}
+
+// LoadAll loads the pipelines of refs, files of one or more pipelines or
+// builtin:NAME, in order. Every name must be unique: an error names both
+// sources of a name given twice.
+func LoadAll(refs []string) ([]*Config, error) {
+	var all []*Config
+	var errs []error
+	from := map[string]string{}
+	for _, ref := range refs {
+		cs, err := loadRef(ref)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, c := range cs {
+			if prev, dup := from[c.Pipeline.Name]; dup {
+				errs = append(errs, fmt.Errorf("pipeline %s is declared in both %s and %s: give each pipeline a name of its own", c.Pipeline.Name, prev, c.Source))
+				continue
+			}
+			from[c.Pipeline.Name] = c.Source
+			all = append(all, c)
+		}
+	}
+	return all, errors.Join(errs...)
+}
+
+// loadRef reads and parses the pipelines of one ref.
+func loadRef(ref string) ([]*Config, error) {
+	if name, ok := strings.CutPrefix(ref, "builtin:"); ok {
+		c, err := Builtin(name)
+		if err != nil {
+			return nil, err
+		}
+		return []*Config{c}, nil
+	}
+	data, err := os.ReadFile(ref)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return ParseAll(data, ref)
+}
+
+// LoadPipeline loads the pipeline named name from ref (a file of several
+// pipelines, say); with name "", ref must hold one pipeline.
+func LoadPipeline(ref, name string) (*Config, error) {
+	if name == "" {
+		return Load(ref)
+	}
+	cs, err := loadRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs {
+		if c.Pipeline.Name == name {
+			return c, nil
+		}
+	}
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = c.Pipeline.Name
+	}
+	return nil, fmt.Errorf("%s holds no pipeline %s (it holds %s)", ref, name, strings.Join(names, ", "))
 }
 
 func sortErrors(es Errors) {
