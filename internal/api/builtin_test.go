@@ -73,7 +73,7 @@ func realFixture(t *testing.T, ref, yaml string) *fixture {
 	if err := o.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(o, Options{Registry: reg, Logger: testLogger(t)})
+	srv, err := New([]*orchestrator.Orchestrator{o}, Options{Registry: reg, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestBuiltinRunChain(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := realFixture(t, tc.ref, tc.yaml)
-			params := make([]any, f.srv.cfg.Route.NumIDs())
+			params := make([]any, f.srv.def.cfg.Route.NumIDs())
 			params[0] = map[string]any{"voice": "rms", "speed": 1.25}
 			answers := runChain(t, func(int) *fixture { return f }, map[string]any{
 				"stage_input": map[string]any{"text": realText}, "output_modalities": tc.mods, "sampling_params": params,

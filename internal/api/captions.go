@@ -46,7 +46,7 @@ func (s *Server) captions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.req.Modalities = []string{string(engine.KindTimestamps)}
-	st, err := s.orch.Submit(r.Context(), p.req)
+	st, err := p.pipeline.orch.Submit(r.Context(), p.req)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -22,7 +22,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	id, err := hop.RequestID(r, req.RequestID)
+	p, err := s.model(req.Model, false, r.URL.Path)
+	var id string
+	if err == nil {
+		id, err = hop.RequestID(r, req.RequestID)
+	}
 	if err == nil && (req.Input == nil || req.Input.Text == "") {
 		err = httperr.BadRequest(`input is missing or empty: send "input": "text" or "input": {"text": "..."}`)
 	}
@@ -30,7 +34,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	st, err := s.orch.Submit(r.Context(), orchestrator.Request{
+	st, err := p.orch.Submit(r.Context(), orchestrator.Request{
 		ID: id, Prompt: engine.Prompt{Text: req.Input.Text}, Modalities: req.OutputModalities, Params: req.SamplingParams,
 	})
 	if err != nil {

@@ -139,7 +139,7 @@ func newFixture(t testing.TB, s setup) *fixture {
 	if s.opts.Logger == nil {
 		s.opts.Logger = testLogger(t)
 	}
-	srv, err := New(o, s.opts)
+	srv, err := New([]*orchestrator.Orchestrator{o}, s.opts)
 	if err != nil {
 		t.Fatalf("api: %v", err)
 	}

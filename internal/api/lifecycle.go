@@ -65,12 +65,12 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(answering) }()
-	s.log.Info("http server listening", "addr", ln.Addr().String(), "pipeline", s.cfg.Pipeline.Name, "stage", s.stageAttr())
+	s.log.Info("http server listening", "addr", ln.Addr().String(), "pipelines", s.pipelineNames(), "stage", s.stageAttr())
 
 	var runErr error
-	if err := s.orch.Start(ctx); err != nil {
+	if err := s.start(ctx); err != nil {
 		if ctx.Err() == nil {
-			runErr = fmt.Errorf("api: %w", err)
+			runErr = err
 		}
 	} else {
 		select {
@@ -89,9 +89,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if !drained {
 		s.log.Warn("requests still running at the shutdown timeout; aborting them")
 	}
-	if err := s.orch.Shutdown(sctx); err != nil {
-		s.log.Error("pipeline shutdown", "err", err)
-		runErr = errors.Join(runErr, fmt.Errorf("api: %w", err))
+	if err := s.shutdownPipelines(sctx); err != nil {
+		runErr = errors.Join(runErr, err)
 	}
 	if !drained {
 		// The aborted requests' handlers now end their responses (an
@@ -254,4 +253,58 @@ func (c *limitConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// pipelineNames lists the pipelines served, for log lines.
+func (s *Server) pipelineNames() []string {
+	names := make([]string, len(s.pipelines))
+	for i, p := range s.pipelines {
+		names[i] = p.name
+	}
+	return names
+}
+
+// start warms every pipeline at once. A pipeline that fails to start fails
+// the server, unless Options.StartPartial: then it answers 503 and /ready
+// names it, and the others serve (Run fails only when none starts).
+func (s *Server) start(ctx context.Context) error {
+	errs := make([]error, len(s.pipelines))
+	var wg sync.WaitGroup
+	for i, p := range s.pipelines {
+		wg.Go(func() { errs[i] = p.orch.Start(ctx) })
+	}
+	wg.Wait()
+	var failed []error
+	for i, p := range s.pipelines {
+		if err := errs[i]; err != nil {
+			err = fmt.Errorf("pipeline %s: %w", p.name, err)
+			failed = append(failed, err)
+			p.startErr.Store(&err)
+			s.log.Error("pipeline failed to start", "pipeline", p.name, "err", err)
+		}
+	}
+	switch {
+	case len(failed) == 0:
+		return nil
+	case s.opts.StartPartial && len(failed) < len(s.pipelines):
+		return nil
+	}
+	return fmt.Errorf("api: %w", errors.Join(failed...))
+}
+
+// shutdownPipelines shuts every pipeline down at once (see
+// orchestrator.Shutdown).
+func (s *Server) shutdownPipelines(ctx context.Context) error {
+	errs := make([]error, len(s.pipelines))
+	var wg sync.WaitGroup
+	for i, p := range s.pipelines {
+		wg.Go(func() {
+			if err := p.orch.Shutdown(ctx); err != nil {
+				s.log.Error("pipeline shutdown", "pipeline", p.name, "err", err)
+				errs[i] = fmt.Errorf("api: pipeline %s: %w", p.name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

@@ -102,5 +102,10 @@ func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request, name string)
 
 // pipelineInfo answers GET /v1/pipeline.
 func (s *Server) pipelineInfo(w http.ResponseWriter, r *http.Request) {
-	httpbody.WriteJSON(w, http.StatusOK, apijson.DescribePipeline(s.cfg))
+	p, err := s.queryModel(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	httpbody.WriteJSON(w, http.StatusOK, apijson.DescribePipeline(p.cfg))
 }

@@ -18,7 +18,8 @@ import (
 func (s *Server) abort(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	info(r).id = id
-	if err := s.orch.Abort(r.Context(), id); err != nil {
+	// The pipelines share one registry of ids: any of them finds it.
+	if err := s.def.orch.Abort(r.Context(), id); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -30,7 +31,7 @@ func (s *Server) abort(w http.ResponseWriter, r *http.Request) {
 func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	info(r).id = id
-	state, ok := s.orch.Lookup(id)
+	state, ok := s.def.orch.Lookup(id)
 	if !ok {
 		s.fail(w, r, httperr.Errorf(http.StatusNotFound, string(orchestrator.CodeNotFound), "no active request with id %q (it has ended, or never started)", id))
 		return

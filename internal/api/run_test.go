@@ -93,7 +93,7 @@ func TestRunChainMatchesGenerate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, setup{yaml: tc.yaml})
-			n := f.srv.cfg.Route.NumIDs()
+			n := f.srv.def.cfg.Route.NumIDs()
 			params := make([]any, n)
 			if !strings.Contains(tc.yaml, "test-a") {
 				params[0] = map[string]any{"voice": "awb", "speed": 1.5}
@@ -119,7 +119,7 @@ func TestRunChainMatchesGenerate(t *testing.T) {
 			}
 			// Every payload carries the same transfer id.
 			for i, a := range answers[:len(answers)-1] {
-				env, err := payload.NewCodec(nil).Decode(a.StageInput, payload.Expect{Pipeline: f.srv.cfg.Pipeline.Name, Digest: f.srv.cfg.Digest(), Stage: a.StageID, NumStages: n})
+				env, err := payload.NewCodec(nil).Decode(a.StageInput, payload.Expect{Pipeline: f.srv.def.cfg.Pipeline.Name, Digest: f.srv.def.cfg.Digest(), Stage: a.StageID, NumStages: n})
 				if err != nil {
 					t.Fatalf("payload %d: %v", i, err)
 				}
@@ -215,7 +215,7 @@ func TestRunRefused(t *testing.T) {
 	changedP1 := stage0(t, changed, "audio", "timestamps").StageInput
 
 	// Envelopes that decode but do not fit the route.
-	cfg := f.srv.cfg
+	cfg := f.srv.def.cfg
 	audioData := []engine.Chunk{{Audio: &engine.Audio{SampleRate: fakeRate, Samples: []int16{1, 2, 3}}}}
 	craft := func(e payload.Envelope) string {
 		e.Pipeline, e.Digest, e.TransferID, e.RequestID = cfg.Pipeline.Name, cfg.Digest(), "x", "x"

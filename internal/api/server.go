@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -39,10 +40,6 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultIdleTimeout       = 120 * time.Second
 )
-
-// ModelAliases are the OpenAI model names that /v1/audio/speech accepts as
-// aliases of the served pipeline, besides the pipeline's own name.
-var ModelAliases = []string{"tts-1", "tts-1-hd", "gpt-4o-mini-tts"}
 
 // Options configure a Server. The zero value is a full server without an API
 // key, with unsigned payloads and the defaults above.
@@ -97,22 +94,27 @@ type Options struct {
 	// Run; a request that has begun and not ended by then is answered 408
 	// header_timeout.
 	ReadHeaderTimeout time.Duration
+	// DefaultModel names the pipeline that a request without a model, or
+	// with one of ModelAliases, gets; "" means tts when it is served, else
+	// the first pipeline.
+	DefaultModel string
+	// StartPartial makes Run serve the pipelines that start when some do
+	// not (they answer 503, and /ready names them), instead of failing.
+	StartPartial bool
 }
 
-// Server is the HTTP API of one orchestrator.
+// Server is the HTTP API of a server's pipelines, one orchestrator each.
 type Server struct {
-	orch    *orchestrator.Orchestrator
-	cfg     *pipeline.Config
-	opts    Options
-	log     *slog.Logger
-	hop     *hop.Server
-	reg     *prometheus.Registry
-	metrics *httpMetrics
-	keyHash *[sha256.Size]byte
-	models  []string
-	voices  atomic.Pointer[voiceSet] // once the pipeline is ready (voiceSet)
-	created int64
-	handler http.Handler
+	pipelines []*served // in the order given
+	byName    map[string]*served
+	def       *served // the default model's
+	opts      Options
+	log       *slog.Logger
+	reg       *prometheus.Registry
+	metrics   *httpMetrics
+	keyHash   *[sha256.Size]byte
+	created   int64
+	handler   http.Handler
 	// endpointList lists the endpoints, for the 404 of an unknown route.
 	endpointList string
 
@@ -120,11 +122,18 @@ type Server struct {
 	loopback atomic.Bool // Run listens on a loopback address only
 }
 
-// New returns the server of o. It does not start o: Run does.
-func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
-	cfg := o.Config()
-	if opts.Stage != nil {
-		if err := cfg.CheckServable(*opts.Stage); err != nil {
+// New returns the server of the pipelines of orchs, which should share
+// one orchestrator.Requests (so that a request id is unique across them).
+// It does not start them: Run does. A headless stage server
+// (Options.Stage) serves one pipeline.
+func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
+	switch {
+	case len(orchs) == 0:
+		return nil, errors.New("api: no pipeline to serve")
+	case opts.Stage != nil && len(orchs) > 1:
+		return nil, fmt.Errorf("api: a stage server serves one pipeline's stage, not %d pipelines", len(orchs))
+	case opts.Stage != nil:
+		if err := orchs[0].Config().CheckServable(*opts.Stage); err != nil {
 			return nil, fmt.Errorf("api: %w", err)
 		}
 	}
@@ -149,30 +158,21 @@ func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
 	s := &Server{
-		orch: o, cfg: cfg, opts: opts, log: opts.Logger,
+		byName: map[string]*served{}, opts: opts, log: opts.Logger,
 		reg: opts.Registry, metrics: m,
 		created: time.Now().Unix(),
 	}
-	if err := checkVoiceAliases(o, cfg.VoiceAliases); err != nil {
-		return nil, fmt.Errorf("api: %w", err)
+	for _, o := range orchs {
+		if err := s.add(o); err != nil {
+			return nil, err
+		}
 	}
-	s.hop, err = hop.NewServer(o, hop.ServerOptions{
-		Codec: opts.Codec, Stage: opts.Stage, Logger: opts.Logger, MaxBody: opts.MaxRunBody,
-		BodyReadTimeout: opts.BodyReadTimeout, WriteTimeout: opts.ChunkWriteTimeout,
-		TracerProvider: opts.TracerProvider,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("api: %w", err)
+	if s.def, err = s.defaultModel(opts.DefaultModel); err != nil {
+		return nil, err
 	}
 	if opts.APIKey != "" {
 		h := sha256.Sum256([]byte(opts.APIKey))
 		s.keyHash = &h
-	}
-	s.models = append(s.models, cfg.Pipeline.Name)
-	for _, a := range ModelAliases {
-		if a != cfg.Pipeline.Name {
-			s.models = append(s.models, a)
-		}
 	}
 	eps := s.endpoints()
 	s.endpointList = listEndpoints(eps)
@@ -184,6 +184,45 @@ func New(o *orchestrator.Orchestrator, opts Options) (*Server, error) {
 		s.handler = corsHandler(opts.CORSOrigins, s.handler)
 	}
 	return s, nil
+}
+
+// add serves the pipeline of o.
+func (s *Server) add(o *orchestrator.Orchestrator) error {
+	cfg := o.Config()
+	name := cfg.Pipeline.Name
+	if s.byName[name] != nil {
+		return fmt.Errorf("api: pipeline %s is given twice", name)
+	}
+	if err := checkVoiceAliases(o, cfg.VoiceAliases); err != nil {
+		return fmt.Errorf("api: pipeline %s: %w", name, err)
+	}
+	h, err := hop.NewServer(o, hop.ServerOptions{
+		Codec: s.opts.Codec, Stage: s.opts.Stage, Logger: s.opts.Logger, MaxBody: s.opts.MaxRunBody,
+		BodyReadTimeout: s.opts.BodyReadTimeout, WriteTimeout: s.opts.ChunkWriteTimeout,
+		TracerProvider: s.opts.TracerProvider,
+	})
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	p := &served{name: name, orch: o, cfg: cfg, hop: h}
+	s.pipelines = append(s.pipelines, p)
+	s.byName[name] = p
+	return nil
+}
+
+// defaultModel returns the pipeline named name, or, for "", tts when it is
+// served and the first pipeline otherwise.
+func (s *Server) defaultModel(name string) (*served, error) {
+	if name == "" {
+		if p := s.byName[pipeline.DefaultBuiltin]; p != nil {
+			return p, nil
+		}
+		return s.pipelines[0], nil
+	}
+	if p := s.byName[name]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("api: the default model %s is not a pipeline served here (%s)", name, strings.Join(s.modelNames()[:len(s.pipelines)], ", "))
 }
 
 func defaultTo[T int | int64 | time.Duration](v *T, def T) {
@@ -230,6 +269,7 @@ func (s *Server) endpoints() []endpoint {
 	)
 	if s.opts.Stage == nil {
 		eps = append(eps,
+			endpoint{"/v1/audio/models", route{name: routeModels, methods: methods{http.MethodGet: s.listAudioModels}}},
 			endpoint{"/v1/audio/voices", route{name: routeVoices, methods: methods{http.MethodGet: s.listVoices}}},
 			endpoint{"/v1/audio/captions", route{name: routeCaptions, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.captions}, bodyTypes: jsonBody}},
 		)
@@ -379,30 +419,49 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	httpbody.WriteJSON(w, http.StatusOK, apijson.Status{Status: "ok"})
 }
 
+// ready answers GET /readiness: 200 once every pipeline takes requests
+// (with ?model=, that one), else 503 naming each pipeline that does not
+// and why.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case s.draining.Load():
+	if s.draining.Load() {
 		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "server is shutting down"))
-	default:
-		if err := s.orch.NotReady(); err != nil {
-			s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "%v", err))
+		return
+	}
+	check := s.pipelines
+	if r.URL.Query().Has("model") {
+		p, err := s.queryModel(r)
+		if err != nil {
+			s.fail(w, r, err)
 			return
 		}
-		httpbody.WriteJSON(w, http.StatusOK, apijson.Status{Status: "ready"})
+		check = []*served{p}
 	}
+	var why []string
+	for _, p := range check {
+		if err := p.notReady(); err != nil {
+			why = append(why, err.Error())
+		}
+	}
+	if len(why) > 0 {
+		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "%s", strings.Join(why, "; ")))
+		return
+	}
+	httpbody.WriteJSON(w, http.StatusOK, apijson.Status{Status: "ready"})
 }
 
-func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
-	list := apijson.ModelList{Object: "list", Data: make([]apijson.Model, 0, len(s.models))}
-	for _, m := range s.models {
-		list.Data = append(list.Data, apijson.Model{ID: m, Object: "model", Created: s.created, OwnedBy: "omnistage"})
-	}
-	httpbody.WriteJSON(w, http.StatusOK, list)
-}
-
-// run answers POST /v1/run (package hop).
+// run answers POST /v1/run (package hop) with the pipeline that the
+// header X-Omnistage-Pipeline (hop.HeaderPipeline) or ?model= names, the
+// default one without either; the payload of a call must be that
+// pipeline's, as the hop server checks.
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
-	if err := s.hop.Serve(w, r); err != nil {
+	p := s.def
+	if name := cmp.Or(r.Header.Get(hop.HeaderPipeline), r.URL.Query().Get("model")); name != "" {
+		if p = s.byName[name]; p == nil {
+			s.fail(w, r, httperr.Errorf(http.StatusNotFound, httperr.CodeModelNotFound, "no pipeline %q is served here; pipelines: %s", httperr.Short(name), strings.Join(s.modelNames()[:len(s.pipelines)], ", ")))
+			return
+		}
+	}
+	if err := p.hop.Serve(w, r); err != nil {
 		s.fail(w, r, err)
 	}
 }
@@ -413,9 +472,9 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) stageOnly(w http.ResponseWriter, r *http.Request) {
-	n := *s.opts.Stage
+	n, cfg := *s.opts.Stage, s.def.cfg
 	s.fail(w, r, httperr.Errorf(http.StatusNotFound, httperr.CodeUnknownRoute,
-		"this is a headless stage server for stage %d (%s) of pipeline %s: it serves only POST /v1/run for stage %d, GET and DELETE /v1/requests/{id} (its hops), GET /v1/models, /health, /ready and /metrics", n, s.cfg.StageName(n), s.cfg.Pipeline.Name, n))
+		"this is a headless stage server for stage %d (%s) of pipeline %s: it serves only POST /v1/run for stage %d, GET and DELETE /v1/requests/{id} (its hops), GET /v1/models, /health, /ready and /metrics", n, cfg.StageName(n), cfg.Pipeline.Name, n))
 }
 
 // checkKey checks the bearer token in constant time. Both sides are hashed

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/testkit"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,7 +64,7 @@ func TestUnknownRouteListsEndpoints(t *testing.T) {
 		want []string
 	}{
 		{"full", Options{}, []string{
-			"POST /v1/audio/speech", "POST /v1/generate", "POST /v1/run", "GET and DELETE /v1/requests/{id}", "GET /v1/models",
+			"POST /v1/audio/speech", "POST /v1/generate", "POST /v1/run", "GET and DELETE /v1/requests/{id}", "GET /v1/models", "GET /v1/audio/models",
 			"GET /v1/audio/voices", "POST /v1/audio/captions", "GET /v1/pipeline", "GET /", "GET /playground/{file}",
 			"GET /health", "GET /ready", "GET /metrics",
 		}},
@@ -229,7 +230,7 @@ func newRunFixture(t *testing.T, s setup) *Server {
 	if s.opts.Logger == nil {
 		s.opts.Logger = testLogger(t)
 	}
-	srv, err := New(o, s.opts)
+	srv, err := New([]*orchestrator.Orchestrator{o}, s.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +576,7 @@ func TestSlowBodyAndBadIDs(t *testing.T) {
 func runOnLoopback(t *testing.T, opts Options) string {
 	t.Helper()
 	opts.ShutdownTimeout = 5 * time.Second
-	srv, err := New(newOrchestrator(t, setup{yaml: speechYAML}, prometheus.NewRegistry()), opts)
+	srv, err := New([]*orchestrator.Orchestrator{newOrchestrator(t, setup{yaml: speechYAML}, prometheus.NewRegistry())}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

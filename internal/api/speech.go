@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -57,6 +56,7 @@ var errNoAudio = errors.New("the pipeline produced no audio")
 
 // speechPlan is a checked speech request.
 type speechPlan struct {
+	pipeline   *served
 	format     string
 	stream     string
 	timestamps bool
@@ -65,15 +65,14 @@ type speechPlan struct {
 }
 
 func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*speechPlan, error) {
-	switch {
-	case req.Model == "":
-		return nil, httperr.BadRequest("model is missing: use one of %s", strings.Join(s.models, ", "))
-	case !slices.Contains(s.models, req.Model):
-		return nil, httperr.Errorf(http.StatusNotFound, httperr.CodeModelNotFound, "model %q is not served here; models: %s", req.Model, strings.Join(s.models, ", "))
-	case req.Input == "":
+	pl, err := s.model(req.Model, true, r.URL.Path)
+	if err != nil {
+		return nil, err
+	}
+	if req.Input == "" {
 		return nil, httperr.BadRequest("input is missing or empty: send the text to speak")
 	}
-	p := &speechPlan{chars: utf8.RuneCountInString(req.Input)}
+	p := &speechPlan{pipeline: pl, chars: utf8.RuneCountInString(req.Input)}
 	p.format = strings.ToLower(req.ResponseFormat)
 	if p.format == "" {
 		p.format = defaultFormat
@@ -92,7 +91,7 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 	}
 	var tp talker.Params
 	if req.Voice.ID != "" {
-		v, err := s.voiceSet().resolve(req.Voice.ID)
+		v, err := s.voiceSet(pl).resolve(req.Voice.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -122,7 +121,7 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 	if p.timestamps {
 		p.req.Modalities = append(p.req.Modalities, string(engine.KindTimestamps))
 	}
-	if p.req.Params, err = tp.SamplingParams(s.cfg.Route.NumIDs()); err != nil {
+	if p.req.Params, err = tp.SamplingParams(pl.cfg.Route.NumIDs()); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -139,7 +138,7 @@ func (s *Server) speech(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	st, err := s.orch.Submit(r.Context(), p.req)
+	st, err := p.pipeline.orch.Submit(r.Context(), p.req)
 	if err != nil {
 		s.fail(w, r, err)
 		return

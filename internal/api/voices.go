@@ -97,25 +97,31 @@ func checkVoiceAliases(o *orchestrator.Orchestrator, aliases map[string]string) 
 	return err
 }
 
-// voiceSet returns what a speech request's voice may name. Until the
-// pipeline is ready it is what the talker's driver describes; once it is,
+// voiceSet returns what a speech request's voice may name in pipeline p.
+// Until p is ready it is what the talker's driver describes; once it is,
 // the voices its replicas name (a stage program names its own when it
 // starts), found once.
-func (s *Server) voiceSet() *voiceSet {
-	if vs := s.voices.Load(); vs != nil {
+func (s *Server) voiceSet(p *served) *voiceSet {
+	if vs := p.voices.Load(); vs != nil {
 		return vs
 	}
-	vs, err := newVoiceSet(s.orch.Voices(), s.cfg.VoiceAliases, false)
+	vs, err := newVoiceSet(p.orch.Voices(), p.cfg.VoiceAliases, false)
 	if err != nil {
 		panic("api: a voice set that is not strict cannot fail: " + err.Error())
 	}
-	if s.orch.Ready() {
-		s.voices.CompareAndSwap(nil, vs)
+	if p.orch.Ready() {
+		p.voices.CompareAndSwap(nil, vs)
 	}
 	return vs
 }
 
-// listVoices answers GET /v1/audio/voices.
+// listVoices answers GET /v1/audio/voices: the voices of the pipeline
+// ?model= names, the default one's without it.
 func (s *Server) listVoices(w http.ResponseWriter, r *http.Request) {
-	httpbody.WriteJSON(w, http.StatusOK, s.voiceSet().list)
+	p, err := s.queryModel(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	httpbody.WriteJSON(w, http.StatusOK, s.voiceSet(p).list)
 }

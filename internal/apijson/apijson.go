@@ -116,6 +116,8 @@ func (m StreamMode) MarshalJSON() ([]byte, error) {
 // indexed by stage id (null entries mean defaults); RequestID may also come
 // in the X-Request-Id header.
 type GenerateRequest struct {
+	// Model names the pipeline; empty means the server's default.
+	Model            string            `json:"model,omitempty"`
 	Input            *Input            `json:"input"`
 	OutputModalities []string          `json:"output_modalities,omitempty"`
 	SamplingParams   []json.RawMessage `json:"sampling_params,omitempty"`
@@ -223,12 +225,39 @@ type ModelList struct {
 	Data   []Model `json:"data"`
 }
 
-// Model is one entry of ModelList.
+// Model is one entry of ModelList: OpenAI's fields, then what omnistage
+// adds about a pipeline (none of it for an alias, which names the pipeline
+// it stands for in AliasOf).
 type Model struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"` // "model"
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// AliasOf is the pipeline an alias (tts-1, ...) stands for.
+	AliasOf string `json:"alias_of,omitempty"`
+	// Input is the kind of input the pipeline takes (text).
+	Input string `json:"input,omitempty"`
+	// Outputs are the output modalities a request may select.
+	Outputs []string `json:"outputs,omitempty"`
+	// WordTimestamps is true when the pipeline has an aligner.
+	WordTimestamps bool `json:"word_timestamps,omitempty"`
+	// Voices are the ids of the voices its talker speaks.
+	Voices []string `json:"voices,omitempty"`
+	// Ready is false while the pipeline cannot take requests (warming
+	// up, or failed to start).
+	Ready *bool `json:"ready,omitempty"`
+}
+
+// AudioModels is the answer of GET /v1/audio/models, the shape Open WebUI
+// reads: the models a speech request may name.
+type AudioModels struct {
+	Models []AudioModel `json:"models"`
+}
+
+// AudioModel is one entry of AudioModels.
+type AudioModel struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
 }
 
 // Status is the answer of GET /health and GET /ready when all is well.

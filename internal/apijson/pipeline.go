@@ -50,18 +50,13 @@ type PipelineStage struct {
 // outputs a request may select.
 func DescribePipeline(cfg *pipeline.Config) PipelineInfo {
 	r := cfg.Route
-	info := PipelineInfo{Name: cfg.Pipeline.Name, Route: r.Order(), Stages: []PipelineStage{}, Outputs: []string{}}
+	info := PipelineInfo{Name: cfg.Pipeline.Name, Route: r.Order(), Stages: []PipelineStage{}, Outputs: r.Outputs()}
 	for id := range cfg.Pipeline.NumStages() {
 		info.Stages = append(info.Stages, describeStage(cfg, id))
 	}
 	if id, ok := r.Aligner(); ok {
 		a := describeStage(cfg, id)
 		info.Aligner = &a
-	}
-	for _, k := range pipeline.Selectable {
-		if _, err := r.Select([]string{string(k)}); err == nil {
-			info.Outputs = append(info.Outputs, string(k))
-		}
 	}
 	return info
 }

@@ -133,7 +133,7 @@ func parseBench(env Env, args []string) (c *benchCommand, status int, ok bool) {
 	fs.DurationVar(&o.Timeout, "timeout", loadgen.DefaultTimeout, "give up on one request after this long")
 	fs.DurationVar(&o.LeakWait, "leak-wait", loadgen.DefaultLeakWait, "how long the leak check waits for the server to come back to rest")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the choice of requests to abort, and where")
-	fs.StringVar(&c.model, "model", "", "the model to request (default: the server's pipeline)")
+	fs.StringVar(&c.model, "model", "", "the model to request (default: the server's default pipeline); with --config, the pipeline of the file to load, when it holds several")
 	fs.StringVar(&c.apiKeyFile, "api-key-file", "", "send the API key in `FILE` as a bearer token")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as one JSON object")
 	pos, status, ok := parse(fs, args)
@@ -161,8 +161,8 @@ func (c *benchCommand) check(pos []string, set map[string]bool, abortMode, texts
 		return errors.New("give either -n or --duration")
 	case set["c"] && set["rate"]:
 		return errors.New("give either -c or --rate")
-	case c.url == "" && (c.apiKeyFile != "" || c.model != ""):
-		return errors.New("--api-key-file and --model go with --url")
+	case c.url == "" && c.apiKeyFile != "":
+		return errors.New("--api-key-file goes with --url")
 	}
 	if !set["n"] && !set["duration"] {
 		o.Requests = 100
@@ -225,7 +225,7 @@ func (c *benchCommand) run(ctx context.Context, env Env) int {
 // function that releases it; on failure a nil driver and the exit status.
 func (c *benchCommand) driver(ctx context.Context, env Env) (loadgen.Driver, string, func(), int) {
 	if c.url == "" {
-		o, stop, status := env.benchOrchestrator(ctx, c.config)
+		o, stop, status := env.benchOrchestrator(ctx, c.config, c.model)
 		if o == nil {
 			return nil, "", nil, status
 		}
@@ -265,10 +265,15 @@ func (c *benchCommand) print(w io.Writer, rep *loadgen.Report) error {
 // in-process run, as say does, with the payload key serve would use. On
 // failure it returns a nil orchestrator and the exit status; else a
 // function that shuts it down.
-func (env Env) benchOrchestrator(ctx context.Context, config string) (*orchestrator.Orchestrator, func(), int) {
-	cfg, err := env.loadConfig(config)
+func (env Env) benchOrchestrator(ctx context.Context, config, model string) (*orchestrator.Orchestrator, func(), int) {
+	cfgs, err := env.loadPipelines([]string{config})
 	if err != nil {
 		printConfigError(env.Stderr, err)
+		return nil, nil, ExitUsage
+	}
+	cfg, err := pickPipeline(cfgs, model, "--model")
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "omnistage bench: %v\n", err)
 		return nil, nil, ExitUsage
 	}
 	key, err := keyfile.FromEnv(env.Getenv, keyfile.PayloadKeyEnv)

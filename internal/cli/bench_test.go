@@ -340,7 +340,8 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--url", "http://127.0.0.1:1", "-c", "0"}, "either a concurrency or a rate"},
 		{[]string{"--url", "http://127.0.0.1:1", "--texts", "/nonexistent"}, "--texts"},
 		{[]string{"--url", "127.0.0.1:1"}, "want http://HOST:PORT"},
-		{[]string{"--config", "builtin:tts", "--model", "m"}, "go with --url"},
+		{[]string{"--config", "builtin:tts", "--model", "m"}, "--model: no pipeline m among those served (tts)"},
+		{[]string{"--config", "builtin:tts", "--api-key-file", "k"}, "--api-key-file goes with --url"},
 		{[]string{"--url", "http://127.0.0.1:1", "extra"}, `unexpected argument "extra"`},
 	}
 	for _, tc := range cases {

@@ -31,8 +31,55 @@ func (env Env) loadConfig(ref string) (*pipeline.Config, error) {
 	return c, nil
 }
 
+// loadPipelines loads the pipelines of refs (files of one or more
+// pipelines, or builtin:NAME; none means every built-in pipeline) and
+// checks their engines against env's registry.
+func (env Env) loadPipelines(refs []string) ([]*pipeline.Config, error) {
+	if len(refs) == 0 {
+		for _, name := range pipeline.Builtins() {
+			refs = append(refs, "builtin:"+name)
+		}
+	}
+	cfgs, err := pipeline.LoadAll(refs)
+	if err != nil {
+		return nil, err
+	}
+	reg := env.registry()
+	var errs []error
+	for _, c := range cfgs {
+		errs = append(errs, c.CheckEngines(reg.Has, reg.Names()))
+	}
+	return cfgs, errors.Join(errs...)
+}
+
+// pickPipeline returns the pipeline of cfgs named name; with name "",
+// tts when it is among them and there are several, or the one there is.
+// flag names the flag that names it, for the error.
+func pickPipeline(cfgs []*pipeline.Config, name, flag string) (*pipeline.Config, error) {
+	if name == "" && len(cfgs) == 1 {
+		return cfgs[0], nil
+	}
+	if name == "" {
+		name = pipeline.DefaultBuiltin
+	}
+	names := make([]string, len(cfgs))
+	for i, c := range cfgs {
+		if c.Pipeline.Name == name {
+			return c, nil
+		}
+		names[i] = c.Pipeline.Name
+	}
+	return nil, fmt.Errorf("%s: no pipeline %s among those served (%s)", flag, name, strings.Join(names, ", "))
+}
+
 // printConfigError writes a configuration error, one reason per line.
 func printConfigError(w io.Writer, err error) {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			printConfigError(w, e)
+		}
+		return
+	}
 	var errs pipeline.Errors
 	if errors.As(err, &errs) {
 		for _, e := range errs {
@@ -44,9 +91,10 @@ func printConfigError(w io.Writer, err error) {
 }
 
 func route(_ context.Context, env Env, args []string) int {
-	fs := newFlags(env, "route", "route [--config F] [--json]")
-	config := fs.String("config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline)")
-	asJSON := fs.Bool("json", false, "print the route as JSON")
+	fs := newFlags(env, "route", "route [--config F ...] [--json]")
+	var configs multiFlag
+	fs.Var(&configs, "config", "pipeline config file (one pipeline per YAML document), or builtin:NAME; repeatable (default: the built-in tts pipeline)")
+	asJSON := fs.Bool("json", false, "print the route as JSON (an array when there are several pipelines)")
 	pos, status, ok := parse(fs, args)
 	if !ok {
 		return status
@@ -55,21 +103,36 @@ func route(_ context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "omnistage route: unexpected argument %q\n", pos[0])
 		return ExitUsage
 	}
-	c, err := env.loadConfig(*config)
+	if len(configs) == 0 {
+		configs = multiFlag{"builtin:" + pipeline.DefaultBuiltin}
+	}
+	cfgs, err := env.loadPipelines(configs)
 	if err != nil {
 		printConfigError(env.Stderr, err)
 		return ExitUsage
 	}
-	info := apijson.DescribePipeline(c)
+	infos := make([]apijson.PipelineInfo, len(cfgs))
+	for i, c := range cfgs {
+		infos[i] = apijson.DescribePipeline(c)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(info); err != nil {
+		var v any = infos
+		if len(infos) == 1 {
+			v = infos[0]
+		}
+		if err := enc.Encode(v); err != nil {
 			return ExitFailure
 		}
 		return ExitOK
 	}
-	printRoute(env.Stdout, c, info)
+	for i, c := range cfgs {
+		if i > 0 {
+			fmt.Fprintln(env.Stdout)
+		}
+		printRoute(env.Stdout, c, infos[i])
+	}
 	return ExitOK
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
-const serveSynopsis = "serve [--config F] [--addr 127.0.0.1:8080] [--stage N] [--payload-key-file F ...] [--payload-lifetime D] [--insecure] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--log-level L]"
+const serveSynopsis = "serve [--config F ...] [--default-model NAME] [--start-partial] [--addr 127.0.0.1:8080] [--stage N [--pipeline NAME]] [--payload-key-file F ...] [--payload-lifetime D] [--insecure] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--log-level L]"
 
 // serveFlags are serve's command line, parsed and checked.
 type serveFlags struct {
@@ -26,7 +26,10 @@ type serveFlags struct {
 	// placement/process). It is internal, so it is not a flag and -h does
 	// not list it.
 	worker          bool
-	config          string
+	configs         multiFlag
+	pipeline        string // a stage server's or worker's pipeline
+	defaultModel    string
+	startPartial    bool
 	addr            string
 	stage           int // -1: none
 	payloadKeyFiles multiFlag
@@ -51,7 +54,10 @@ func parseServeFlags(env Env, args []string) (f *serveFlags, status int, ok bool
 		defaultLevel = "warn"
 	}
 	fs := newFlags(env, "serve", serveSynopsis)
-	fs.StringVar(&f.config, "config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline)")
+	fs.Var(&f.configs, "config", "pipeline config file (one pipeline per YAML document), or builtin:NAME; repeat it to serve several pipelines, which requests pick by their model (default: every built-in pipeline)")
+	fs.StringVar(&f.pipeline, "pipeline", "", "with --stage: the pipeline whose stage to serve, when the configs hold several (default: tts, or the one there is)")
+	fs.StringVar(&f.defaultModel, "default-model", "", "the pipeline that requests without a model, or with OpenAI's tts-1, tts-1-hd or gpt-4o-mini-tts, get (default: tts when served, else the first)")
+	fs.BoolVar(&f.startPartial, "start-partial", false, "serve the pipelines that start when some fail to (those answer 503, and /ready names them); without it the server exits")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.IntVar(&f.stage, "stage", -1, "serve only this stage's POST /v1/run: a headless stage server")
 	fs.Var(&f.payloadKeyFiles, "payload-key-file", "file holding a key that signs /v1/run payloads (AES-GMAC, keys derived by HKDF-SHA256); repeat it for a key ring: the last file's key signs, every file's key is accepted, and SIGHUP reads the files again; default: $"+keyfile.PayloadKeyEnv+", or unsigned")
@@ -91,7 +97,8 @@ func parseServeFlags(env Env, args []string) (f *serveFlags, status int, ok bool
 
 // apiOptions are the HTTP server's options that come from the flags.
 func (f *serveFlags) apiOptions() api.Options {
-	return api.Options{ShutdownTimeout: f.shutdownTimeout, MaxConns: f.maxConns, CORSOrigins: f.corsOrigins}
+	return api.Options{ShutdownTimeout: f.shutdownTimeout, MaxConns: f.maxConns, CORSOrigins: f.corsOrigins,
+		DefaultModel: f.defaultModel, StartPartial: f.startPartial}
 }
 
 func serve(ctx context.Context, env Env, args []string) int {
@@ -99,23 +106,39 @@ func serve(ctx context.Context, env Env, args []string) int {
 	if !ok {
 		return status
 	}
-	cfg, err := env.loadConfig(f.config)
+	refs := f.configs
+	if len(refs) == 0 && (f.stage != -1 || f.worker) {
+		refs = multiFlag{"builtin:" + pipeline.DefaultBuiltin}
+	}
+	cfgs, err := env.loadPipelines(refs)
 	if err != nil {
 		printConfigError(env.Stderr, err)
 		return ExitUsage
 	}
-	if f.worker {
-		return serveWorker(ctx, env, f, cfg)
+	if f.stage != -1 || f.worker {
+		// A stage server or a worker serves one pipeline's stage.
+		c, err := pickPipeline(cfgs, f.pipeline, "--pipeline")
+		if err != nil && f.worker {
+			err = fmt.Errorf("%w: has the file changed since the server that started this worker loaded it?", err)
+		}
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "omnistage serve: %v\n", err)
+			return ExitUsage
+		}
+		cfgs = []*pipeline.Config{c}
 	}
-	return serveServer(ctx, env, f, cfg)
+	if f.worker {
+		return serveWorker(ctx, env, f, cfgs[0])
+	}
+	return serveServer(ctx, env, f, cfgs)
 }
 
-// serveServer serves the HTTP API of cfg, or, with --stage, a headless
+// serveServer serves the HTTP API of cfgs, or, with --stage, a headless
 // server of that stage alone.
-func serveServer(ctx context.Context, env Env, f *serveFlags, cfg *pipeline.Config) int {
-	s := serverSpec{role: "server", flags: f, cfg: cfg, api: f.apiOptions()}
+func serveServer(ctx context.Context, env Env, f *serveFlags, cfgs []*pipeline.Config) int {
+	s := serverSpec{role: "server", flags: f, cfgs: cfgs, api: f.apiOptions()}
 	if f.stage != -1 {
-		if err := cfg.CheckServable(f.stage); err != nil {
+		if err := cfgs[0].CheckServable(f.stage); err != nil {
 			fmt.Fprintf(env.Stderr, "omnistage serve: --stage: %v\n", err)
 			return ExitUsage
 		}

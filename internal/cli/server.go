@@ -27,7 +27,7 @@ import (
 type serverSpec struct {
 	role  string // server, stage or worker: omnistage.role in traces
 	flags *serveFlags
-	cfg   *pipeline.Config
+	cfgs  []*pipeline.Config // the pipelines; one for a stage server or worker
 	api   api.Options // the flags' options, and the role's Stage and APIKey
 	// stages limits the stages built to these (orchestrator.Options.Stages).
 	stages []int
@@ -35,11 +35,11 @@ type serverSpec struct {
 }
 
 // server is a started serve process: its HTTP server over its
-// orchestrator, and what close ends, in reverse order.
+// orchestrators, and what close ends, in reverse order.
 type server struct {
 	log   *slog.Logger
 	codec *payload.Codec
-	orch  *orchestrator.Orchestrator
+	orchs []*orchestrator.Orchestrator
 	srv   *api.Server
 	addr  string
 	stops []func()
@@ -68,20 +68,38 @@ func (env Env) startServer(ctx context.Context, s serverSpec) (*server, int) {
 		return failed(ExitFailure, err)
 	}
 	rt.stops = append(rt.stops, func() { trim.Close() })
-	// Remote stages sign their hops with this server's key; worker
-	// processes write their output where this server does.
-	orchOpts := env.orchestratorOptions(s.cfg, rt.codec, tracing.TracerProvider())
-	orchOpts.Registerer, orchOpts.Logger, orchOpts.Idle, orchOpts.Stages = reg, rt.log, trim, s.stages
-	if rt.orch, err = orchestrator.New(s.cfg, orchOpts); err != nil {
-		return failed(ExitFailure, err)
+	// The pipelines share the ids of their requests (unique across the
+	// server) and the memory trimmer; each has its own stages, limits,
+	// metrics (labelled with its name) and log lines.
+	requests := orchestrator.NewRequests()
+	for _, cfg := range s.cfgs {
+		// Remote stages sign their hops with this server's key; worker
+		// processes write their output where this server does.
+		orchOpts := env.orchestratorOptions(cfg, rt.codec, tracing.TracerProvider())
+		orchOpts.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"pipeline": cfg.Pipeline.Name}, reg)
+		orchOpts.Logger = rt.log.With("pipeline", cfg.Pipeline.Name)
+		orchOpts.Idle, orchOpts.Stages, orchOpts.Requests = trim, s.stages, requests
+		o, err := orchestrator.New(cfg, orchOpts)
+		if err != nil {
+			rt.shutdown()
+			return failed(ExitFailure, fmt.Errorf("pipeline %s: %w", cfg.Pipeline.Name, err))
+		}
+		rt.orchs = append(rt.orchs, o)
 	}
 	opts := s.api
 	opts.Logger, opts.Registry, opts.Codec, opts.TracerProvider = rt.log, reg, rt.codec, tracing.TracerProvider()
-	if rt.srv, err = api.New(rt.orch, opts); err != nil {
-		_ = rt.orch.Shutdown(context.Background())
+	if rt.srv, err = api.New(rt.orchs, opts); err != nil {
+		rt.shutdown()
 		return failed(ExitFailure, err)
 	}
 	return rt, ExitOK
+}
+
+// shutdown shuts down the orchestrators built, before the server runs.
+func (rt *server) shutdown() {
+	for _, o := range rt.orchs {
+		_ = o.Shutdown(context.Background())
+	}
 }
 
 // run listens, calls listening (when set) with the listener and env's
@@ -93,13 +111,13 @@ func (rt *server) run(ctx context.Context, env Env, listening func(net.Listener,
 	}
 	ln, err := net.Listen("tcp", rt.addr)
 	if err != nil {
-		_ = rt.orch.Shutdown(context.Background())
+		rt.shutdown()
 		return fail(err)
 	}
 	if listening != nil {
 		if err := listening(ln, env.Stdout); err != nil {
 			_ = ln.Close()
-			_ = rt.orch.Shutdown(context.Background())
+			rt.shutdown()
 			return fail(err)
 		}
 	}

@@ -21,7 +21,7 @@ func serveWorker(ctx context.Context, env Env, f *serveFlags, cfg *pipeline.Conf
 		fmt.Fprintf(env.Stderr, "omnistage serve --worker: %v\n", err)
 		return ExitUsage
 	}
-	s := serverSpec{role: "worker", flags: f, cfg: cfg, api: f.apiOptions(), stages: []int{f.stage}}
+	s := serverSpec{role: "worker", flags: f, cfgs: []*pipeline.Config{cfg}, api: f.apiOptions(), stages: []int{f.stage}}
 	// A stage the route skips is only warmed and health-checked: its
 	// worker serves no /v1/run.
 	if cfg.Route.OnRoute(f.stage) {

@@ -29,6 +29,10 @@ const (
 	// says that the request selected it as an output: a coordinator keeps
 	// the data frames of every answer that carries it.
 	HeaderOutput = "X-Omnistage-Output"
+	// HeaderPipeline, on a request, names the pipeline whose stage the call
+	// runs, for a server that serves several (the payload must be that
+	// pipeline's all the same).
+	HeaderPipeline = "X-Omnistage-Pipeline"
 )
 
 // RunRequest is the JSON body of POST /v1/run.

@@ -82,11 +82,18 @@ func ParseMetrics(r io.Reader) (Leaks, error) {
 		return Leaks{}, fmt.Errorf("no %s metric: is this an omnistage server with its pipeline?", MetricBindings)
 	}
 	for _, m := range bindings.GetMetric() {
-		stage := "?"
+		stage, pipeline := "?", ""
 		for _, lp := range m.GetLabel() {
-			if lp.GetName() == "stage" {
+			switch lp.GetName() {
+			case "stage":
 				stage = lp.GetValue()
+			case "pipeline":
+				pipeline = lp.GetValue()
 			}
+		}
+		if pipeline != "" {
+			// A server of several pipelines: a stage is one pipeline's.
+			stage = pipeline + "/" + stage
 		}
 		n := gauge(m)
 		l.ByStage[stage] += n

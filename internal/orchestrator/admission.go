@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -80,8 +81,10 @@ var idPrefix = func() string {
 	return "req-" + hex.EncodeToString(b[:]) + "-"
 }()
 
+// newID returns an id no request of o's registry had: the registry numbers
+// them, so that the pipelines that share it never make the same one.
 func (o *Orchestrator) newID() string {
-	return idPrefix + strconv.FormatUint(o.nextID.Add(1), 10)
+	return idPrefix + strconv.FormatUint(o.reqs.next.Add(1), 10)
 }
 
 // Requests is the registry of the requests in flight under their ids. The
@@ -91,6 +94,7 @@ func (o *Orchestrator) newID() string {
 // admission limits and queues stay each pipeline's own. The zero value is
 // not usable: use NewRequests.
 type Requests struct {
+	next   atomic.Uint64 // the number of the last generated id
 	mu     sync.Mutex
 	active map[string]*holders
 }

@@ -135,7 +135,6 @@ type Orchestrator struct {
 	live     map[*request]struct{} // the requests in flight here
 	inflight int
 	idle     chan struct{} // closed and replaced when inflight drops to zero; nil when none waits
-	nextID   atomic.Uint64
 }
 
 // New builds every stage's replicas (skipped stages included) without

@@ -47,6 +47,23 @@ func TestSharedRequests(t *testing.T) {
 	if _, err := collect(t, s); err != nil {
 		t.Fatal(err)
 	}
+	// Ids the orchestrators make never collide.
+	s1, err := a.o.Submit(context.Background(), Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := b.o.Submit(context.Background(), Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s1.ID() == s2.ID() {
+		t.Errorf("both orchestrators made the id %s", s1.ID())
+	}
+	for _, s := range []*Stream{s1, s2} {
+		if _, err := collect(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if n := a.o.Stats().InFlight + b.o.Stats().InFlight; n != 0 {
 		t.Errorf("%d requests in flight after both ended", n)
 	}

@@ -220,6 +220,24 @@ func (r *Route) unservable(k engine.Kind) error {
 	return &SelectError{Msg: fmt.Sprintf("no stage on the route produces output %q", k)}
 }
 
+// Outputs returns the output modalities a request may select on the
+// route (audio, timestamps, text), in the order of Selectable.
+func (r *Route) Outputs() []string {
+	outs := []string{}
+	for _, k := range Selectable {
+		if r.Produces(k) {
+			outs = append(outs, string(k))
+		}
+	}
+	return outs
+}
+
+// Produces reports whether a request may select output k on the route.
+func (r *Route) Produces(k engine.Kind) bool {
+	_, err := r.Select([]string{string(k)})
+	return err == nil
+}
+
 // Returns reports whether the selection returns stage id's output.
 func (s *Selection) Returns(id int) bool {
 	return slices.ContainsFunc(s.Outputs, func(o Selected) bool { return o.Stage == id })

@@ -41,7 +41,7 @@ func Start(t testing.TB, cfg *pipeline.Config, orch orchestrator.Options, opts a
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
-	srv, err := api.New(o, opts)
+	srv, err := api.New([]*orchestrator.Orchestrator{o}, opts)
 	if err != nil {
 		_ = o.Shutdown(context.Background())
 		t.Fatal(err)

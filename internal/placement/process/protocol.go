@@ -2,7 +2,7 @@ package process
 
 // The worker protocol, both sides. The parent starts
 //
-//	EXE serve --worker --stage N --config SOURCE --addr 127.0.0.1:0
+//	EXE serve --worker --stage N --config SOURCE --pipeline NAME --addr 127.0.0.1:0
 //
 // with two fresh random keys in the environment (never on the command
 // line): keyfile.PayloadKeyEnv, which signs every hop between the two, and

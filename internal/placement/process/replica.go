@@ -125,7 +125,7 @@ func New(cfg Config) (*Engine, error) {
 		exited: make(chan struct{}), closing: make(chan struct{}),
 	}
 	e.alive, e.died = context.WithCancel(context.Background())
-	e.cmd = exec.Command(cfg.Executable, "serve", "--worker", "--stage", strconv.Itoa(spec.StageID), "--config", cfg.Pipeline.Source, "--addr", "127.0.0.1:0")
+	e.cmd = exec.Command(cfg.Executable, "serve", "--worker", "--stage", strconv.Itoa(spec.StageID), "--config", cfg.Pipeline.Source, "--pipeline", cfg.Pipeline.Pipeline.Name, "--addr", "127.0.0.1:0")
 	// A later entry wins over one inherited with the same name.
 	e.cmd.Env = append(os.Environ(), keyfile.PayloadKeyEnv+"="+hexKey, APIKeyEnv+"="+apiKey)
 	e.cmd.SysProcAttr = subprocess.SysProcAttr()
