@@ -28,7 +28,7 @@ type serverSpec struct {
 	role  string // server, stage or worker: omnistage.role in traces
 	flags *serveFlags
 	cfgs  []*pipeline.Config // the pipelines; one for a stage server or worker
-	api   api.Options // the flags' options, and the role's Stage and APIKey
+	api   api.Options        // the flags' options, and the role's Stage and APIKey
 	// stages limits the stages built to these (orchestrator.Options.Stages).
 	stages []int
 	ring   *payload.Ring // nil: unsigned payloads
