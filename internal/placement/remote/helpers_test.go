@@ -95,7 +95,7 @@ func startStageServerOn(t testing.TB, ln net.Listener, yaml string, stage int, k
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(orch, api.Options{Stage: &stage, Codec: payload.NewCodec([]byte(key)), ShutdownTimeout: 5 * time.Second, CORSOrigins: origins})
+	srv, err := api.New([]*orchestrator.Orchestrator{orch}, api.Options{Stage: &stage, Codec: payload.NewCodec([]byte(key)), ShutdownTimeout: 5 * time.Second, CORSOrigins: origins})
 	if err != nil {
 		t.Fatal(err)
 	}
