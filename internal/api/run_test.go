@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -248,6 +249,8 @@ func TestRunRefused(t *testing.T) {
 		{"stage 0 given an array", map[string]any{"stage_id": 0, "stage_input": []string{"a"}}, 400, "bad_request", "not a JSON array"},
 		{"stage 0 no input", map[string]any{"stage_id": 0}, 400, "bad_request", "stage_input is missing"},
 		{"stage 0 empty text", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": ""}}, 400, "bad_request", "text is empty"},
+		{"stage 0 empty prompt", map[string]any{"stage_id": 0, "stage_input": map[string]any{"prompt": ""}}, 400, "bad_request", "text is empty"},
+		{"stage 0 text and prompt", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "a", "prompt": "b"}}, 400, "bad_request", "both text and prompt"},
 		{"stage 0 text number", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": 3}}, 400, "bad_request", "stage_input"},
 		{"stage 0 prompt extra field", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "a", "voice": "x"}}, 400, "bad_request", `unknown field "voice"`},
 		{"stage 0 bad modality", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "a"}, "output_modalities": []string{"smell"}}, 400, "bad_request", "smell"},
@@ -497,4 +500,27 @@ func TestRunAnswerPostedBack(t *testing.T) {
 		resp, body = f.do(context.Background(), http.MethodPost, "/v1/run", json.RawMessage(body))
 	}
 	t.Fatal("the chain did not finish")
+}
+
+// TestRunPromptShape checks that stage 0 takes vLLM-Omni's stage_input
+// shape, {"prompt": ...}, as it takes {"text": ...}: the same answer.
+func TestRunPromptShape(t *testing.T) {
+	f := newFixture(t, setup{yaml: speechYAML})
+	var byText, byPrompt hop.RunResponse
+	f.post("/v1/run", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "Same words."}, "request_id": "a"}, &byText)
+	f.post("/v1/run", map[string]any{"stage_id": 0, "stage_input": map[string]any{"prompt": "Same words."}, "request_id": "b"}, &byPrompt)
+	if byText.StageID != 1 || byPrompt.StageID != 1 || byText.Finished || byPrompt.Finished {
+		t.Fatalf("answers %+v and %+v", byText, byPrompt)
+	}
+	decode := func(s string) *payload.Envelope {
+		env, err := payload.NewCodec(nil).Decode(s, payload.Expect{Pipeline: f.srv.def.cfg.Pipeline.Name, Digest: f.srv.def.cfg.Digest(), Stage: 1, NumStages: f.srv.def.cfg.Route.NumIDs()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	a, b := decode(byText.StageInput), decode(byPrompt.StageInput)
+	if a.Prompt != b.Prompt || !reflect.DeepEqual(a.Data, b.Data) {
+		t.Errorf("the prompt shape gave another payload: %+v vs %+v", b.Prompt, a.Prompt)
+	}
 }

@@ -114,6 +114,12 @@ func (s *Server) parseEntry(r *http.Request, req *RunRequest, in []byte) (*call,
 	if err := httperr.UnmarshalJSON(in, &prompt); err != nil {
 		return nil, httperr.BadRequest(`stage_input: %v; stage %d takes {"text": "..."}`, err, entryStage)
 	}
+	if prompt.Prompt != nil {
+		if prompt.Text != "" {
+			return nil, httperr.BadRequest(`stage_input has both text and prompt: send one of them`)
+		}
+		prompt.Text = *prompt.Prompt
+	}
 	if prompt.Text == "" {
 		return nil, httperr.BadRequest("stage_input.text is empty: send the text to process")
 	}

@@ -54,9 +54,11 @@ type RunRequest struct {
 	Finished *bool `json:"finished,omitempty"`
 }
 
-// entryInput is stage 0's stage_input: {"text": "..."}.
+// entryInput is stage 0's stage_input: {"text": "..."}, or, as vLLM-Omni's
+// clients send it, {"prompt": "..."}.
 type entryInput struct {
-	Text string `json:"text"`
+	Text   string  `json:"text,omitempty"`
+	Prompt *string `json:"prompt,omitempty"`
 }
 
 // RunResponse is the JSON answer of POST /v1/run. When Finished is false,
