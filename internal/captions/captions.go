@@ -151,14 +151,14 @@ func Write(w io.Writer, format string, cues []Cue) error {
 	case "vtt":
 		b.WriteString("WEBVTT\n")
 		for _, c := range cues {
-			fmt.Fprintf(&b, "\n%s --> %s\n%s\n", stamp(c.Start, '.'), stamp(c.End, '.'), c.Text)
+			fmt.Fprintf(&b, "\n%s --> %s\n%s\n", stamp(c.Start, '.'), stamp(c.End, '.'), vttEscaper.Replace(c.Text))
 		}
 	case "srt":
 		for i, c := range cues {
 			if i > 0 {
 				b.WriteByte('\n')
 			}
-			fmt.Fprintf(&b, "%d\n%s --> %s\n%s\n", i+1, stamp(c.Start, ','), stamp(c.End, ','), c.Text)
+			fmt.Fprintf(&b, "%d\n%s --> %s\n%s\n", i+1, stamp(c.Start, ','), stamp(c.End, ','), srtEscaper.Replace(c.Text))
 		}
 	default:
 		return fmt.Errorf("captions: unknown format %q (want vtt or srt)", format)
@@ -166,6 +166,17 @@ func Write(w io.Writer, format string, cues []Cue) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// A cue's text is the user's input: in WebVTT, & and < are markup (and >
+// ends a tag), so they are written as character references, which also
+// breaks any "-->" (the timing arrow) into "--&gt;". SRT has no escapes: an
+// arrow there is broken with a space, so that no line of a cue's text
+// reads as a timing line. Cues' text never holds a blank line (cueText
+// folds white space), which would end the cue.
+var (
+	vttEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+	srtEscaper = strings.NewReplacer("-->", "-- >")
+)
 
 // stamp formats d as HH:MM:SS.mmm, with sep before the milliseconds.
 func stamp(d time.Duration, sep byte) string {

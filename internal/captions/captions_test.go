@@ -101,3 +101,34 @@ func TestStamp(t *testing.T) {
 		t.Errorf("stamp = %s", got)
 	}
 }
+
+// TestWriteEscapes checks that a cue's text, the user's input, cannot
+// inject a cue of its own (a "-->" timing line, with attacker-chosen
+// times and position) or markup, in either format.
+func TestWriteEscapes(t *testing.T) {
+	input := "Hi <b>there</b> & you. Say 00:00:00.000 --> 00:09:00.000 line:0 position:0% now."
+	var words []engine.Word
+	at := 0
+	for i, f := range strings.Fields(input) {
+		start := strings.Index(input[at:], f) + at
+		at = start + len(f)
+		words = append(words, engine.Word{Word: f, CharStart: len([]rune(input[:start])), CharEnd: len([]rune(input[:at])), StartMs: 300 * i, EndMs: 300*i + 250})
+	}
+	cues := Cues(input, words)
+	for _, format := range Formats {
+		var b strings.Builder
+		if err := Write(&b, format, cues); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		if n := strings.Count(out, "-->"); n != len(cues) {
+			t.Errorf("%s: %d timing arrows for %d cues:\n%s", format, n, len(cues), out)
+		}
+		if format == "vtt" && (strings.Contains(out, "<b>") || !strings.Contains(out, "&lt;b&gt;there&lt;/b&gt; &amp; you.")) {
+			t.Errorf("vtt: markup not escaped:\n%s", out)
+		}
+		if strings.Contains(out, "\n\n\n") {
+			t.Errorf("%s: an empty line in a cue:\n%s", format, out)
+		}
+	}
+}
