@@ -82,6 +82,7 @@ func commands() []command {
 		{"run", "run --stage URL [--stage URL ...] [-o out.wav] [--timestamps] TEXT   drive stage servers over /v1/run", runCoordinator},
 		{"serve", "serve [--config F] [--addr A] [--stage N] [...]   serve the HTTP API (serve -h: all flags)", serve},
 		{"bench", "bench (--url URL | --config F) [-n N | --duration D] [-c C | --rate R] [--abort-ratio X] [--json]   load a server and report", bench},
+		{"stage", "stage check [--timeout D] [--config JSON] [--input-file F --input-kind K] [--json] -- CMD...   check a stage program against the stage protocol", stage},
 	}
 }
 
