@@ -25,22 +25,38 @@ const makeKeyHint = `make a key and give the same one to every server of the dep
 // first (the last one signs), or, with no file, the key in the payload
 // key variable when getenv is set; nil when there is none.
 func loadRing(files []string, getenv func(string) string) (*payload.Ring, error) {
+	ring, _, err := readRing(files, getenv, nil)
+	return ring, err
+}
+
+// readRing is loadRing, which also returns the keys of the files; with
+// prev (what the files held before, for a reload), a file whose key looks
+// caught while it was being written is refused (keyfile.CheckReload).
+func readRing(files []string, getenv func(string) string, prev []keyfile.Key) (*payload.Ring, []keyfile.Key, error) {
 	var keys [][]byte
-	for _, f := range files {
-		key, err := keyfile.Read(f)
-		if err != nil {
-			return nil, err
+	var read []keyfile.Key
+	for i, f := range files {
+		key, err := keyfile.ReadKey(f)
+		if err == nil && i < len(prev) {
+			if err = keyfile.CheckReload(key, prev[i]); err != nil {
+				err = fmt.Errorf("%s: %w", f, err)
+			}
 		}
-		keys = append(keys, []byte(key))
+		if err != nil {
+			return nil, nil, err
+		}
+		keys = append(keys, []byte(key.Value))
+		read = append(read, key)
 	}
 	if len(files) == 0 {
 		key, err := keyfile.FromEnv(getenv, keyfile.PayloadKeyEnv)
 		if err != nil || key == "" {
-			return nil, err
+			return nil, nil, err
 		}
 		keys = append(keys, []byte(key))
 	}
-	return payload.NewRing(keys...)
+	ring, err := payload.NewRing(keys...)
+	return ring, read, err
 }
 
 // keyReloader reads a server's payload key files again into its codec on
@@ -49,6 +65,7 @@ func loadRing(files []string, getenv func(string) string) (*payload.Ring, error)
 type keyReloader struct {
 	log   *slog.Logger
 	files []string
+	keys  []keyfile.Key // what the files held at the last load
 	codec *payload.Codec
 	hup   chan os.Signal
 }
@@ -57,6 +74,7 @@ type keyReloader struct {
 // ends the process from now on: it is held for Run.
 func newKeyReloader(log *slog.Logger, files []string, codec *payload.Codec) *keyReloader {
 	k := &keyReloader{log: log, files: files, codec: codec, hup: make(chan os.Signal, 1)}
+	_, k.keys, _ = readRing(files, nil, nil) // what the server loaded at start
 	signal.Notify(k.hup, syscall.SIGHUP)
 	return k
 }
@@ -75,11 +93,12 @@ func (k *keyReloader) Run(ctx context.Context) {
 			k.log.Info("SIGHUP: no payload key files to reload (--payload-key-file)")
 			continue
 		}
-		ring, err := loadRing(k.files, nil)
+		ring, keys, err := readRing(k.files, nil, k.keys)
 		if err != nil {
 			k.log.Error("SIGHUP: payload keys not reloaded; the server keeps its keys", "err", err.Error())
 			continue
 		}
+		k.keys = keys
 		k.codec.SetRing(ring)
 		k.log.Info("SIGHUP: payload keys reloaded", "keys", ring.String(), "signing_key", ring.Newest().String())
 	}
