@@ -47,6 +47,10 @@ func (r *Reader) Read(h *Header) ([]byte, error) {
 	}
 	*h = Header{}
 	if err := json.Unmarshal(line, h); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, protocolErrorf("header %q: field %s is a JSON %s, not what the protocol gives it", short(line), te.Field, te.Value)
+		}
 		return nil, protocolErrorf("header %q is not a JSON object: %v", short(line), err)
 	}
 	if h.Type == "" {

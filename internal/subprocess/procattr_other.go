@@ -4,7 +4,16 @@ package subprocess
 
 // No process group where the platform has none.
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // SysProcAttr is nil where process groups are not supported.
 func SysProcAttr() *syscall.SysProcAttr { return nil }
+
+// Terminate stops p: without process groups, by killing it.
+func Terminate(p *os.Process) error { return p.Kill() }
+
+// Kill kills p.
+func Kill(p *os.Process) error { return p.Kill() }

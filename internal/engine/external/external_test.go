@@ -178,6 +178,24 @@ func TestCrashMidJob(t *testing.T) {
 	e, _ := start(t, "crash")
 	_, err := run(context.Background(), e, "", audio(16000, 1), audio(16000, 2), audio(16000, 3))
 	lostWith(t, e, err, "exit status 3", "about to crash", "gain/0")
+	// The jobs that come after, and those running at the crash, fail with
+	// the loss too: none panics, none ends as done.
+	if _, err := run(context.Background(), e, "", audio(16000, 1)); !errors.Is(err, engine.ErrReplicaLost) {
+		t.Errorf("a job after the loss: %v", err)
+	}
+	e2, _ := start(t, "crash")
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, err := run(ctx, e2, "", audio(16000, 1), audio(16000, 2))
+			if err == nil {
+				t.Error("a job of a program that crashed ended as done")
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestGarbageLosesTheReplica(t *testing.T) {

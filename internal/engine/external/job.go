@@ -33,6 +33,10 @@ type job struct {
 	sent, credited       atomic.Int64
 	inputEnded, upstream atomic.Bool
 	active               atomic.Int64
+
+	// outCredit is the output the program may still send: the window,
+	// less what it sent, plus the credit given back.
+	outCredit atomic.Int64
 }
 
 // idle is how long the job has been silent while the program holds work
@@ -65,7 +69,9 @@ func (j *job) deliver(e *Engine, h *stageproto.Header, data []byte) error {
 		if h.Chunks <= 0 {
 			return fmt.Errorf("credit of %d chunks for job %d", h.Chunks, j.id)
 		}
-		j.credited.Add(int64(h.Chunks))
+		if j.credited.Add(int64(h.Chunks)) > j.sent.Load() {
+			return fmt.Errorf("credit for more input chunks of job %d than were sent", j.id)
+		}
 		select {
 		case j.credit <- h.Chunks:
 		default:
@@ -73,6 +79,9 @@ func (j *job) deliver(e *Engine, h *stageproto.Header, data []byte) error {
 		}
 		return nil
 	case stageproto.TypeOutput:
+		if j.outCredit.Add(-1) < 0 {
+			return fmt.Errorf("job %d: output beyond the credit the runtime gave", j.id)
+		}
 		c, err := stageproto.DecodeChunk(&h.ChunkHeader, data)
 		if err != nil {
 			return fmt.Errorf("job %d: output: %w", j.id, err)
@@ -150,6 +159,7 @@ func (e *Engine) startJob(jb *engine.Job) (*job, error) {
 	j := &job{id: e.nextID.Add(1), kind: e.spec.Output,
 		out: make(chan event, outputWindow+1), credit: make(chan int, e.info.Window)}
 	j.active.Store(time.Now().UnixNano())
+	j.outCredit.Store(outputWindow)
 	e.mu.Lock()
 	e.jobs[j.id] = j
 	e.mu.Unlock()
@@ -199,6 +209,7 @@ func (e *Engine) run(ctx context.Context, j *job, jb *engine.Job) error {
 			}
 			j.active.Store(time.Now().UnixNano())
 			if taken++; taken >= stageproto.CreditBatch(outputWindow) {
+				j.outCredit.Add(int64(taken))
 				if err := e.w.Write(stageproto.Credit{Type: stageproto.TypeCredit, Job: j.id, Chunks: taken}, nil); err != nil {
 					return e.writeError(err)
 				}
@@ -266,11 +277,13 @@ func (e *Engine) pump(ctx context.Context, j *job, in engine.Source) error {
 		if err != nil {
 			return err
 		}
+		// Counted before it is written: the program may answer with credit
+		// before Write returns.
+		j.sent.Add(1)
 		if err := e.w.Write(stageproto.Chunk{Type: stageproto.TypeInput, Job: j.id, ChunkHeader: h}, data); err != nil {
 			return e.writeError(err)
 		}
 		credit--
-		j.sent.Add(1)
 		j.active.Store(time.Now().UnixNano())
 	}
 }

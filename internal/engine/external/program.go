@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
@@ -31,6 +30,7 @@ type Engine struct {
 	console *subprocess.Console
 
 	hello   chan *stageproto.Header // the program's hello, once
+	helloed bool                    // the reader has seen it; the reader's own
 	started chan error              // ready (nil) or the program's refusal
 	info    *stageproto.Header      // the hello, once Warm has read it
 	params  []string                // the params hello names, sorted; nil when it names none
@@ -97,18 +97,29 @@ func New(spec engine.Spec, cfg Config) (*Engine, error) {
 	if e.stdin, err = e.cmd.StdinPipe(); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	stdout, err := e.cmd.StdoutPipe()
+	// A pipe of our own, not StdoutPipe's: Wait closes that one once the
+	// program exits, which would cut the reading of its last messages
+	// short (and report "file already closed" for how it ended).
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	if err := e.cmd.Start(); err != nil {
+	e.cmd.Stdout = w
+	err = e.cmd.Start()
+	w.Close()
+	if err != nil {
+		stdout.Close()
+		_ = e.stdin.Close()
 		return nil, fmt.Errorf("%s: start %q: %w", Name, opts.Command, err)
 	}
 	e.console.SetPrefix(fmt.Sprintf("stage %s (pid %d): ", e.id, e.cmd.Process.Pid))
 	e.w = stageproto.NewWriter(e.stdin)
 	e.wg.Add(2)
 	go e.wait(stderr)
-	go e.read(stageproto.NewReader(stdout))
+	go func() {
+		defer stdout.Close()
+		e.read(stageproto.NewReader(stdout))
+	}()
 	return e, nil
 }
 
@@ -143,7 +154,10 @@ func (e *Engine) state() string {
 // running fails with cause, how the program ended and its last output.
 func (e *Engine) lose(cause error) {
 	if !e.losing.CompareAndSwap(false, true) {
-		return // the first cause is the one to report
+		// The first cause is the one to report: wait for it, so that the
+		// caller finds the replica lost.
+		<-e.Lost()
+		return
 	}
 	select {
 	case <-e.closing:
@@ -152,7 +166,7 @@ func (e *Engine) lose(cause error) {
 		return
 	default:
 	}
-	_ = e.cmd.Process.Kill()
+	_ = subprocess.Kill(e.cmd.Process)
 	t := time.NewTimer(exitWait)
 	select {
 	case <-e.exited:
@@ -197,14 +211,17 @@ func (e *Engine) read(r *stageproto.Reader) {
 // dispatch handles one message of the program; an error is a breach of
 // the protocol, which loses the replica.
 func (e *Engine) dispatch(h *stageproto.Header, data []byte) error {
+	if h.Type != stageproto.TypeHello && !e.helloed {
+		return fmt.Errorf("the program's first message is %s; it must be hello", h.Type)
+	}
 	switch h.Type {
 	case stageproto.TypeHello:
-		select {
-		case e.hello <- h:
-			return nil
-		default:
+		if e.helloed {
 			return errors.New("the program said hello twice")
 		}
+		e.helloed = true
+		e.hello <- h
+		return nil
 	case stageproto.TypeReady:
 		select {
 		case e.started <- nil:
@@ -256,7 +273,7 @@ func (e *Engine) Warm(ctx context.Context) error {
 	fail := func(err error) error {
 		// A program that failed to start is of no use: stop it now, so that
 		// closing the replica does not wait for it.
-		_ = e.cmd.Process.Kill()
+		_ = subprocess.Kill(e.cmd.Process)
 		return fmt.Errorf("%s: program %q: %w%s", Name, e.opts.Command, err, e.console.Last())
 	}
 	wait := func(what string) error {
@@ -346,11 +363,11 @@ func (e *Engine) Close() error {
 		select {
 		case <-e.exited:
 		case <-t.C:
-			_ = e.cmd.Process.Signal(syscall.SIGTERM)
+			_ = subprocess.Terminate(e.cmd.Process)
 			select {
 			case <-e.exited:
 			case <-time.After(time.Second):
-				_ = e.cmd.Process.Kill()
+				_ = subprocess.Kill(e.cmd.Process)
 			}
 			e.closeErr = fmt.Errorf("%s: program of %s did not exit within %s of shutdown; stopped it", Name, e.id, StopTimeout)
 		}
