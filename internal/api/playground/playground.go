@@ -1,8 +1,9 @@
 // Package playground is the web page that omnistage serve answers at /: a
-// form for a speech request that plays the audio while it streams,
-// highlights each word of the input as it is spoken, draws the pipeline
-// and each request's stage timings, and shows the request's id, times and
-// errors.
+// form for a speech request to one of the server's pipelines, picked from
+// GET /v1/models, that plays the audio while it streams, highlights each
+// word of the input as it is spoken (when the pipeline has an aligner),
+// draws the chosen pipeline and each request's stage timings, and shows
+// the request's id, times and errors.
 //
 // The page is static: index.html, playground.js and playground.css, plain
 // HTML, JavaScript and CSS with no build step, embedded in the binary. It
@@ -12,10 +13,12 @@
 // page calls.
 //
 // For tests the page keeps its counters in window.omnistagePlayground:
-// ready, state, samplesReceived, samplesScheduled, samplesPlayed,
-// highlighted (the input's words, as sliced from the input, in the order
-// they were spoken), stagesDrawn, pipelineDrawn, requestId, wavBytes and
-// lastError ({status, code, message} or null).
+// ready, state, model (the pipeline drawn, whose voices are listed and
+// which a request names), samplesReceived, samplesScheduled,
+// samplesPlayed, sampleRate, highlighted (the input's words, as sliced
+// from the input, in the order they were spoken), stagesDrawn,
+// pipelineDrawn, requestId, wavBytes and lastError ({status, code,
+// message} or null).
 package playground
 
 import "embed"

@@ -1,9 +1,11 @@
 // The omnistage playground: a speech request to POST /v1/audio/speech as
 // server-sent events (raw PCM deltas, word timestamps, stage timings),
 // played with Web Audio while it streams, each input word highlighted as
-// it is spoken; the pipeline drawn from GET /v1/pipeline, the voices from
-// GET /v1/audio/voices. The API key the user types stays in this closure.
-// Counters for tests live in window.omnistagePlayground.
+// it is spoken. The model select lists the pipelines of GET /v1/models;
+// the chosen one's route is drawn from GET /v1/pipeline?model=, its voices
+// come from GET /v1/audio/voices?model=, and the speech request names it.
+// The API key the user types stays in this closure. Counters for tests
+// live in window.omnistagePlayground.
 'use strict';
 
 (() => {
@@ -21,10 +23,14 @@
   const LEAD = 0.08;
   // TICK is the period of the highlighting, in milliseconds.
   const TICK = 30;
+  // MODELS_POLL is how often the models are read again while one is not
+  // ready, in milliseconds, so that it becomes selectable once it is.
+  const MODELS_POLL = 5000;
 
   const test = {
     ready: false,
     state: 'loading',
+    model: '',
     requests: 0,
     samplesReceived: 0,
     samplesScheduled: 0,
@@ -41,7 +47,11 @@
   window.omnistagePlayground = test;
 
   let apiKey = '';
-  let loadedKey = null; // the key the pipeline and voices were loaded with
+  let models = []; // the pipelines of GET /v1/models, in the server's order
+  let loaded = null; // {key, model}: what the pipeline and voices were loaded with
+  let loads = 0; // counts the loads of a pipeline; only the last one shows
+  let modelsPoll = 0; // the timer that reads the models again
+  let wantWords = true; // the word timestamps box as the user last set it
   let pipeline = null;
   let audioCtx = null;
   let current = null; // the request being made or last made
@@ -127,30 +137,123 @@
     else showError(0, { message: e.message });
   }
 
-  // load reads the pipeline and the voices with the current key.
-  async function load() {
-    test.ready = false;
-    status('Loading the pipeline…', 'loading');
-    const key = apiKey;
-    const [p, v] = await Promise.all([getJSON('/v1/pipeline'), getJSON('/v1/audio/voices')]);
-    pipeline = p;
-    loadedKey = key;
-    drawPipeline(p);
-    fillVoices(v.voices || []);
-    const ts = $('timestamps');
-    const can = (p.outputs || []).includes('timestamps');
-    ts.disabled = !can;
-    if (!can) ts.checked = false;
-    $('timestamps-hint').textContent = can ? 'highlight each word as it is spoken'
-      : 'this pipeline has no aligner, so no words to highlight';
-    clearError();
-    test.ready = true;
-    status(`Ready: pipeline ${p.name}.`, 'ready');
+  // unusable says why the page cannot send model m a speech request now,
+  // or returns ''.
+  function unusable(m) {
+    if (m.input !== 'text') return `takes ${m.input}`;
+    if (!(m.outputs || []).includes('audio')) return 'no audio';
+    if (m.ready === false) return 'not ready';
+    return '';
   }
 
-  async function tryLoad() {
+  // loadModels fills the model select with the pipelines of GET /v1/models
+  // (not the aliases), each that cannot take a request now disabled and
+  // saying why. The choice stays if it still can; else the server's
+  // default (the pipeline its aliases stand for), else the first that can.
+  // While a pipeline is not ready, the models are read again now and then.
+  async function loadModels() {
+    clearTimeout(modelsPoll);
+    const list = (await getJSON('/v1/models')).data || [];
+    const alias = list.find((m) => m.alias_of);
+    models = list.filter((m) => !m.alias_of);
+    const def = alias ? alias.alias_of : (models.length ? models[0].id : '');
+    const sel = $('model');
+    const keep = sel.value;
+    sel.replaceChildren(...models.map((m) => {
+      const why = unusable(m);
+      const notes = [m.id === def ? 'default' : '', why].filter(Boolean);
+      const o = new Option(notes.length ? `${m.id} (${notes.join(', ')})` : m.id, m.id);
+      o.disabled = why !== '';
+      return o;
+    }));
+    const usable = models.filter((m) => !unusable(m)).map((m) => m.id);
+    sel.value = [keep, def].find((id) => usable.includes(id)) || usable[0] || def;
+    if (models.some((m) => m.ready === false)) modelsPoll = setTimeout(pollModels, MODELS_POLL);
+  }
+
+  // pollModels reads the models again, and loads the chosen one if the
+  // choice had to change.
+  async function pollModels() {
     try {
-      await load();
+      await loadModels();
+      if (loaded && loaded.model !== $('model').value) await loadPipeline();
+    } catch {
+      // The next load, on a key or a model change, reads them again.
+    }
+  }
+
+  // loadPipeline reads the chosen model's pipeline and voices, draws the
+  // one and lists the others, and offers word timestamps if the model has
+  // an aligner. It returns false when a later load replaced it; seq is
+  // the load's number, when it began earlier (load).
+  async function loadPipeline(seq = ++loads) {
+    const name = $('model').value;
+    const key = apiKey;
+    test.ready = false;
+    status(`Loading the pipeline${name ? ' ' + name : ''}…`, 'loading');
+    const q = name ? '?model=' + encodeURIComponent(name) : '';
+    let p, v;
+    try {
+      [p, v] = await Promise.all([getJSON('/v1/pipeline' + q), getJSON('/v1/audio/voices' + q)]);
+    } catch (e) {
+      if (seq !== loads) return false;
+      throw e;
+    }
+    if (seq !== loads) return false;
+    pipeline = p;
+    loaded = { key, model: name };
+    const m = models.find((x) => x.id === name);
+    drawPipeline(p);
+    fillVoices(v.voices || []);
+    offerWords(Boolean(m && m.word_timestamps));
+    describeModel(m);
+    clearError();
+    test.model = p.name;
+    test.ready = true;
+    status(m && m.ready === false ? `Pipeline ${p.name} is not ready yet.` : `Ready: pipeline ${p.name}.`, 'ready');
+    return true;
+  }
+
+  // offerWords enables the word timestamps box, as the user last set it,
+  // for a model with an aligner, and clears and disables it otherwise.
+  function offerWords(can) {
+    const ts = $('timestamps');
+    ts.disabled = !can;
+    ts.checked = can && wantWords;
+    $('timestamps-hint').textContent = can ? 'highlight each word as it is spoken'
+      : 'this model has no aligner, so no words to highlight';
+  }
+
+  // describeModel says in the model select's hint what model m takes and
+  // gives.
+  function describeModel(m) {
+    let text = 'The pipeline that speaks: its voices, its stages and whether it times words.';
+    if (m) {
+      const voices = (m.voices || []).length;
+      text = `${m.input} → ${(m.outputs || []).join(' + ')}; ${voices === 1 ? '1 voice' : voices + ' voices'}.`;
+    }
+    $('model-hint').textContent = text;
+  }
+
+  // load reads the models, then the chosen one's pipeline and voices, with
+  // the current key. It returns false when a later load replaced it.
+  async function load() {
+    const seq = ++loads;
+    test.ready = false;
+    status('Loading the models…', 'loading');
+    try {
+      await loadModels();
+    } catch (e) {
+      if (seq !== loads) return false;
+      throw e;
+    }
+    return seq === loads && loadPipeline(seq);
+  }
+
+  // tryLoad runs load, or another loader, and shows what went wrong.
+  async function tryLoad(loader = load) {
+    try {
+      await loader();
     } catch (e) {
       report(e);
       if (e instanceof ApiError && e.status === 401) test.state = 'locked';
@@ -548,9 +651,9 @@
     ev.preventDefault();
     stopAll();
     clearError();
-    if (!pipeline || loadedKey !== apiKey) {
+    if (!loaded || loaded.key !== apiKey || loaded.model !== $('model').value) {
       try {
-        await load();
+        if (!await load()) return; // a later load replaced it, and shows
       } catch (e) {
         report(e);
         return;
@@ -707,6 +810,13 @@
     $('play').addEventListener('click', replay);
     $('download').addEventListener('click', (e) => {
       if ($('download').getAttribute('aria-disabled') === 'true') e.preventDefault();
+    });
+    $('model').addEventListener('change', () => {
+      clearError();
+      tryLoad(loadPipeline);
+    });
+    $('timestamps').addEventListener('change', () => {
+      wantWords = $('timestamps').checked;
     });
     $('apikey').addEventListener('change', () => {
       apiKey = $('apikey').value.trim();
