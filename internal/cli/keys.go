@@ -33,7 +33,28 @@ func loadRing(files []string, getenv func(string) string) (*payload.Ring, error)
 // prev (what the files held before, for a reload), a file whose key looks
 // caught while it was being written is refused (keyfile.CheckReload).
 func readRing(files []string, getenv func(string) string, prev []keyfile.Key) (*payload.Ring, []keyfile.Key, error) {
+	read, err := readKeyFiles(files, prev)
+	if err != nil {
+		return nil, nil, err
+	}
 	var keys [][]byte
+	for _, key := range read {
+		keys = append(keys, []byte(key.Value))
+	}
+	if len(files) == 0 && getenv != nil {
+		key, err := keyfile.FromEnv(getenv, keyfile.PayloadKeyEnv)
+		if err != nil || key == "" {
+			return nil, nil, err
+		}
+		keys = append(keys, []byte(key))
+	}
+	ring, err := payload.NewRing(keys...)
+	return ring, read, err
+}
+
+// readKeyFiles reads the key files; with prev, the keys they held at the
+// last load, it refuses a key that looks caught while being written.
+func readKeyFiles(files []string, prev []keyfile.Key) ([]keyfile.Key, error) {
 	var read []keyfile.Key
 	for i, f := range files {
 		key, err := keyfile.ReadKey(f)
@@ -43,20 +64,11 @@ func readRing(files []string, getenv func(string) string, prev []keyfile.Key) (*
 			}
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		keys = append(keys, []byte(key.Value))
 		read = append(read, key)
 	}
-	if len(files) == 0 {
-		key, err := keyfile.FromEnv(getenv, keyfile.PayloadKeyEnv)
-		if err != nil || key == "" {
-			return nil, nil, err
-		}
-		keys = append(keys, []byte(key))
-	}
-	ring, err := payload.NewRing(keys...)
-	return ring, read, err
+	return read, nil
 }
 
 // keyReloader reads a server's payload key files again into its codec on
@@ -74,7 +86,7 @@ type keyReloader struct {
 // ends the process from now on: it is held for Run.
 func newKeyReloader(log *slog.Logger, files []string, codec *payload.Codec) *keyReloader {
 	k := &keyReloader{log: log, files: files, codec: codec, hup: make(chan os.Signal, 1)}
-	_, k.keys, _ = readRing(files, nil, nil) // what the server loaded at start
+	k.keys, _ = readKeyFiles(files, nil) // what the server loaded at start
 	signal.Notify(k.hup, syscall.SIGHUP)
 	return k
 }

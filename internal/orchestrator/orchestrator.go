@@ -206,7 +206,7 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 		return fmt.Errorf("orchestrator: %w", err)
 	}
 	o.ready.Store(true)
-	o.log.Info("pipeline ready", "pipeline", o.cfg.Pipeline.Name, "route", o.route.String(), "skipped", o.route.Skipped())
+	o.log.Info("pipeline ready", "route", o.route.String(), "skipped", o.route.Skipped())
 	return nil
 }
 
