@@ -193,7 +193,8 @@ func load(client *http.Client, url, body string, workers int, stop <-chan struct
 }
 
 // sumMetric returns the sum of the samples of metric name whose labels
-// include match (as `stage="1"`), from the server's /metrics.
+// include match (as `stage="1"`), from the server's /metrics; 0 when none
+// does.
 func sumMetric(t *testing.T, s *server, name, match string) float64 {
 	t.Helper()
 	resp, err := s.client.Get(s.url + "/metrics")
@@ -202,19 +203,7 @@ func sumMetric(t *testing.T, s *server, name, match string) float64 {
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	var sum float64
-	for _, line := range strings.Split(string(data), "\n") {
-		if !strings.HasPrefix(line, name) || (match != "" && !strings.Contains(line, match)) {
-			continue
-		}
-		rest := strings.TrimPrefix(line, name)
-		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
-			continue
-		}
-		var v float64
-		fmt.Sscan(rest[strings.LastIndexByte(rest, ' ')+1:], &v)
-		sum += v
-	}
+	sum, _ := sumSamples(string(data), name+"{"+match+"}")
 	return sum
 }
 

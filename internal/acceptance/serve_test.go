@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -251,10 +252,12 @@ func events(tb testing.TB, ctx context.Context, url, id, text string) (<-chan ap
 	return ch, func() { resp.Body.Close() }
 }
 
-// metric reads the value of a metric line of url's /metrics, prefix
-// being the line up to the value ("omnistage_requests_inflight" or
-// `omnistage_stage_bindings{stage="1"}`); key is the bearer token, if any.
-func metric(tb testing.TB, url, key, prefix string) float64 {
+// metric returns the sum of url's /metrics samples of series: a metric's
+// name ("omnistage_requests_inflight", every pipeline's), or its name with
+// labels (`omnistage_stage_bindings{stage="1"}`), which a sample's labels
+// must include. It fails the test when no sample matches; key is the
+// bearer token, if any.
+func metric(tb testing.TB, url, key, series string) float64 {
 	tb.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
 	if key != "" {
@@ -265,18 +268,48 @@ func metric(tb testing.TB, url, key, prefix string) float64 {
 		tb.Fatal(err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), prefix+" "); ok {
-			v, err := strconv.ParseFloat(rest, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return v
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sum, ok := sumSamples(string(text), series)
+	if !ok {
+		tb.Fatalf("%s/metrics has no %s", url, series)
+	}
+	return sum
+}
+
+// sumSamples sums the samples of series (as metric takes it) in the text
+// of a /metrics answer; ok reports whether any matched.
+func sumSamples(text, series string) (sum float64, ok bool) {
+	name, want, _ := strings.Cut(strings.TrimSuffix(series, "}"), "{")
+	for _, line := range strings.Split(text, "\n") {
+		sample, value, found := strings.Cut(line, " ")
+		if !found || strings.HasPrefix(line, "#") {
+			continue
+		}
+		sampleName, labels, _ := strings.Cut(strings.TrimSuffix(sample, "}"), "{")
+		if sampleName != name || !hasLabels(labels, want) {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		sum, ok = sum+v, true
+	}
+	return sum, ok
+}
+
+// hasLabels reports whether labels (`a="1",b="2"`) include each of want.
+func hasLabels(labels, want string) bool {
+	have := strings.Split(labels, ",")
+	for _, w := range strings.Split(want, ",") {
+		if w != "" && !slices.Contains(have, w) {
+			return false
 		}
 	}
-	tb.Fatalf("%s/metrics has no %s", url, prefix)
-	return 0
+	return true
 }
 
 // idle reports whether url holds no request and no binding in the given

@@ -289,6 +289,14 @@ func (e *InputError) Error() string { return "invalid input: " + e.Reason }
 // unhealthy and fails the requests bound to it.
 var ErrReplicaLost = errors.New("replica lost")
 
+// ErrUnsent is wrapped by errors of a Process that failed before it took
+// any of the job's input or sent any output (a stage server's connection
+// refused): nothing of the request reached the replica, so the runtime
+// may run the job on another replica of the stage. An error wrapping both
+// ErrUnsent and ErrReplicaLost (the usual case) also takes the replica
+// out of service at once.
+var ErrUnsent = errors.New("nothing was sent to the replica")
+
 // Spec is what a Driver is given to build a replica.
 type Spec struct {
 	StageID int

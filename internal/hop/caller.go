@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
@@ -98,20 +97,27 @@ func NewCaller(cfg *pipeline.Config, id int, client *Client, codec *payload.Code
 // failed (an error status, or an error frame), ctx's error when ctx ended,
 // and other errors for answers that do not fit the pipeline.
 func (c *Caller) Call(ctx context.Context, base string, job *engine.Job) error {
-	body, contentType, err := c.request(ctx, job)
-	if err != nil {
-		return err
-	}
-	err = c.call(ctx, base, job, body, contentType)
+	body, contentType := c.request(ctx, job)
+	err := c.call(ctx, base, job, body, contentType)
 	// The server may end its answer without reading all the input (its
-	// stage failed, or did not need the rest): stop the writer. When the
-	// writer could not encode the input, that is the call's error: the
-	// transport only saw a body cut short.
-	if werr := body.Close(); werr != nil && err != nil {
-		var ie *engine.InputError
-		if errors.As(werr, &ie) {
-			return werr
-		}
+	// stage failed, or did not need the rest): stop the writer.
+	werr := body.Close()
+	var te *TransportError
+	switch {
+	case err == nil:
+		return nil
+	case body.inputErr() != nil:
+		// The input could not be read: that is the call's error, the
+		// transport only saw a body that failed.
+		return body.inputErr()
+	case !body.taken() && errors.As(err, &te):
+		te.Unsent = true
+	}
+	// When the writer could not encode the input, that is the call's
+	// error: the transport only saw a body cut short.
+	var ie *engine.InputError
+	if werr != nil && errors.As(werr, &ie) {
+		return werr
 	}
 	return err
 }
@@ -174,37 +180,15 @@ func (c *Caller) streamError(ctx context.Context, err error) error {
 	return answerError(err)
 }
 
-// request returns the call's body and content type. For stage 0 it reads
-// the prompt's text first; a later stage's body is written from job.In as
-// the server reads it. Closing the body stops the writer and returns its
-// error.
-func (c *Caller) request(ctx context.Context, job *engine.Job) (*inputBody, string, error) {
+// request returns the call's body and content type. The body takes
+// nothing of job.In until the transport first reads it, once the
+// connection is made (so a call refused before that can be made again
+// elsewhere): stage 0's body is then its JSON request, from the prompt's
+// text; a later stage's body is written from job.In as the server reads
+// it. Closing the body stops the writer.
+func (c *Caller) request(ctx context.Context, job *engine.Job) (*inputBody, string) {
 	if c.stage == entryStage {
-		in, err := engine.RecvAll(ctx, job.In)
-		if err != nil {
-			return nil, "", err
-		}
-		var text strings.Builder
-		for _, ch := range in {
-			if ch.Text == nil {
-				return nil, "", fmt.Errorf("hop: stage 0 takes text, got a %s chunk", ch.Kind())
-			}
-			text.WriteString(ch.Text.Text)
-		}
-		prompt, err := json.Marshal(entryInput{Text: text.String()})
-		if err != nil {
-			return nil, "", err
-		}
-		stage := entryStage
-		req := &RunRequest{StageID: &stage, StageInput: prompt, RequestID: job.RequestID, OutputModalities: c.outputs}
-		if job.Params != nil {
-			req.SamplingParams = c.params(job.Params)
-		}
-		b, err := json.Marshal(req)
-		if err != nil {
-			return nil, "", err
-		}
-		return &inputBody{r: io.NopCloser(bytes.NewReader(b))}, "application/json", nil
+		return &inputBody{open: func(b *inputBody) (io.Reader, error) { return c.entryRequest(ctx, job) }}, "application/json"
 	}
 	id := job.RequestID
 	if id == "" {
@@ -216,15 +200,41 @@ func (c *Caller) request(ctx context.Context, job *engine.Job) (*inputBody, stri
 		Params: c.params(job.Params), Prompt: job.Prompt,
 		Trace: telemetry.Traceparent(ctx),
 	}
-	pipe := newBufPipe(pipeBuffer)
-	wctx, cancel := context.WithCancel(ctx)
-	b := &inputBody{r: pipe, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(b.done)
-		b.err = c.writeInput(wctx, pipe, head, job.In)
-		pipe.CloseWithError(b.err)
-	}()
-	return b, ContentType, nil
+	return &inputBody{open: func(b *inputBody) (io.Reader, error) {
+		pipe := newBufPipe(pipeBuffer)
+		b.startWriter(ctx, pipe, func(ctx context.Context) error { return c.writeInput(ctx, pipe, head, job.In) })
+		return pipe, nil
+	}}, ContentType
+}
+
+// entryRequest reads stage 0's input, the prompt's text, and returns its
+// JSON request.
+func (c *Caller) entryRequest(ctx context.Context, job *engine.Job) (io.Reader, error) {
+	in, err := engine.RecvAll(ctx, job.In)
+	if err != nil {
+		return nil, err
+	}
+	var text strings.Builder
+	for _, ch := range in {
+		if ch.Text == nil {
+			return nil, fmt.Errorf("hop: stage 0 takes text, got a %s chunk", ch.Kind())
+		}
+		text.WriteString(ch.Text.Text)
+	}
+	prompt, err := json.Marshal(entryInput{Text: text.String()})
+	if err != nil {
+		return nil, err
+	}
+	stage := entryStage
+	req := &RunRequest{StageID: &stage, StageInput: prompt, RequestID: job.RequestID, OutputModalities: c.outputs}
+	if job.Params != nil {
+		req.SamplingParams = c.params(job.Params)
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.NewReader(b), nil
 }
 
 // writeInput writes a later stage's input stream: the header, then each
@@ -264,29 +274,4 @@ func (c *Caller) params(mine json.RawMessage) []json.RawMessage {
 	ps := make([]json.RawMessage, c.numIDs)
 	ps[c.stage] = mine
 	return ps
-}
-
-// inputBody is a call's body. Close stops the goroutine writing a stream
-// body, waits for it and returns its error.
-type inputBody struct {
-	r      io.ReadCloser
-	cancel context.CancelFunc // ends the writer's wait for its upstream
-	done   chan struct{}      // closed when the writer returned; nil for a body in memory
-	err    error
-	once   sync.Once
-}
-
-func (b *inputBody) Read(p []byte) (int, error) { return b.r.Read(p) }
-
-func (b *inputBody) Close() error {
-	b.once.Do(func() {
-		if b.done == nil {
-			return
-		}
-		// A writer blocked on the pipe or on its upstream stops.
-		b.cancel()
-		_ = b.r.Close()
-		<-b.done
-	})
-	return b.err
 }

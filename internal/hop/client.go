@@ -79,9 +79,13 @@ func (e *HTTPError) Error() string {
 func (e *HTTPError) Temporary() bool { return e.Status >= 500 }
 
 // TransportError is a call that got no complete answer: the connection
-// failed, or broke before the body was read to its end.
+// failed, or broke before the body was read to its end. Unsent reports
+// that the call took nothing of its input (its connection was refused, or
+// broke before the request's body was read): it may be made again on
+// another server.
 type TransportError struct {
-	Err error
+	Err    error
+	Unsent bool
 }
 
 func (e *TransportError) Error() string { return "transport: " + e.Err.Error() }

@@ -116,17 +116,23 @@ func Status(code orchestrator.Code) (int, string) {
 }
 
 // Classify returns the status, OpenAI type and code of any error: an
-// *Error, a *payload.Error (a 413 when too large, otherwise a 400), an
+// *Error, a lost replica (502, whatever broke when it was lost: a stream
+// it cut short is a *payload.Error, and the server's failure), a
+// *payload.Error (a 413 when too large, otherwise a 400), an
 // *http.MaxBytesError (413), or else whatever orchestrator.CodeOf says.
 func Classify(err error) (status int, typ, code string) {
 	var (
 		he *Error
+		rl *orchestrator.ReplicaLostError
 		pe *payload.Error
 		me *http.MaxBytesError
 	)
 	switch {
 	case errors.As(err, &he):
 		return he.Status, typeOf(he.Status), he.Code
+	case errors.As(err, &rl):
+		status, typ = Status(orchestrator.CodeReplicaLost)
+		return status, typ, string(orchestrator.CodeReplicaLost)
 	case errors.As(err, &pe):
 		if pe.Code == payload.CodeTooLarge {
 			return http.StatusRequestEntityTooLarge, TypeInvalidRequest, pe.Code

@@ -18,7 +18,9 @@ type metrics struct {
 	restarts    *prometheus.CounterVec
 	// restartFailures counts failed attempts to restart a lost replica.
 	restartFailures *prometheus.CounterVec
-	collectors      []prometheus.Collector
+	// retries counts requests moved to another replica of a stage.
+	retries    *prometheus.CounterVec
+	collectors []prometheus.Collector
 	// ok is requests' "ok" child, the common case, looked up once.
 	ok prometheus.Counter
 }
@@ -59,8 +61,12 @@ func newMetrics() *metrics {
 			Name: "omnistage_replica_restart_failures_total",
 			Help: "Attempts to replace a lost replica that failed and were retried, by stage.",
 		}, []string{"stage"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "omnistage_stage_retries_total",
+			Help: "Requests whose replica of the stage was lost before it took anything of them (a refused connection), moved to another replica, by stage.",
+		}, []string{"stage"}),
 	}
-	m.collectors = []prometheus.Collector{m.requests, m.inflight, m.stageTime, m.lateDropped, m.aborts, m.abortDrain, m.restarts, m.restartFailures}
+	m.collectors = []prometheus.Collector{m.requests, m.inflight, m.stageTime, m.lateDropped, m.aborts, m.abortDrain, m.restarts, m.restartFailures, m.retries}
 	m.ok = m.requests.WithLabelValues("ok")
 	return m
 }
@@ -74,6 +80,7 @@ func (m *metrics) register(reg prometheus.Registerer, stages []*stageRun) error 
 		// The restart counters of every stage are exported from zero.
 		m.restarts.WithLabelValues(id)
 		m.restartFailures.WithLabelValues(id)
+		m.retries.WithLabelValues(id)
 		labels := prometheus.Labels{"stage": id}
 		m.collectors = append(m.collectors,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{

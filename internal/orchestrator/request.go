@@ -358,7 +358,7 @@ func (rq *request) runStage(b *binding) {
 	sink := &b.sink
 	b.started = time.Now()
 	b.stageEvent("started")
-	err := b.replica.Engine.Process(rq.processCtx(b), &b.job)
+	err := rq.process(b)
 	b.ended = time.Now()
 	b.stage.duration.Observe(b.ended.Sub(b.started).Seconds())
 	b.endStageSpan(err, err != nil && rq.ctx.Err() != nil)

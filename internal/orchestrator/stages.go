@@ -37,6 +37,8 @@ type stageRun struct {
 	inproc bool
 	// duration observes the stage's time per request.
 	duration prometheus.Observer
+	// retries counts the requests moved to another replica (rebind).
+	retries prometheus.Counter
 }
 
 // buildStage builds stage id's supervised replicas.
@@ -78,7 +80,8 @@ func (o *Orchestrator) buildStage(id int, m *metrics) (*stageRun, error) {
 	if err != nil {
 		return nil, fail(err)
 	}
-	st := &stageRun{id: id, name: name, sup: sup, pool: sup.Pool(), duration: m.stageTime.WithLabelValues(label)}
+	st := &stageRun{id: id, name: name, sup: sup, pool: sup.Pool(), duration: m.stageTime.WithLabelValues(label),
+		retries: m.retries.WithLabelValues(label)}
 	st.inproc = d.Placement == pipeline.PlacementInproc
 	return st, nil
 }

@@ -24,6 +24,9 @@ import (
 //   - prepared: the replica's per-request hand-shake with its upstream
 //     (engine.Preparer) is done;
 //   - started: the engine's Process began;
+//   - rebound: the replica was lost before it took anything of the
+//     request, and the stage moved to another (omnistage.replica, the new
+//     one, omnistage.lost_replica, omnistage.queue_wait_ms);
 //   - first_output: the stage sent its first chunk.
 //
 // A stage call (SubmitStage) has no request span: its one stage span is a child
@@ -99,6 +102,18 @@ func (b *binding) boundEvent(asked time.Time) {
 		b.span.AddEvent("bound", trace.WithTimestamp(b.bound), trace.WithAttributes(
 			attribute.String("omnistage.replica", b.replica.ID),
 			attribute.Float64("omnistage.queue_wait_ms", float64(b.bound.Sub(asked).Microseconds())/1000)))
+	}
+}
+
+// reboundEvent adds the rebound event to b's stage span, if it has one:
+// the stage moved from replica from, lost before it took anything of the
+// request, to b's replica, after a wait since asked.
+func (b *binding) reboundEvent(from string, asked time.Time) {
+	if b.span != nil {
+		b.span.AddEvent("rebound", trace.WithAttributes(
+			attribute.String("omnistage.replica", b.replica.ID),
+			attribute.String("omnistage.lost_replica", from),
+			attribute.Float64("omnistage.queue_wait_ms", float64(time.Since(asked).Microseconds())/1000)))
 	}
 }
 

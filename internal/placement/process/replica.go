@@ -279,8 +279,12 @@ func (e *Engine) Process(ctx context.Context, job *engine.Job) error {
 		return err
 	}
 	err := e.remote.Process(ctx, job)
-	if err == nil || !errors.Is(err, engine.ErrReplicaLost) {
+	switch {
+	case err == nil || !errors.Is(err, engine.ErrReplicaLost):
 		return err
+	case errors.Is(err, engine.ErrUnsent):
+		// The worker refused the call: the runtime moves the request.
+		return fmt.Errorf("worker process %d: %w", e.Pid(), err)
 	}
 	// The call broke off: the worker has most likely died. Say how.
 	t := time.NewTimer(exitWait)

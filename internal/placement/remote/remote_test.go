@@ -503,3 +503,24 @@ pipeline:
 		t.Fatalf("short key file: %v", err)
 	}
 }
+
+// TestRemoteRefusedMovesRequest: with one of a stage's two servers gone
+// (its connections refused) and no health check to notice it yet, the
+// requests bound to it move to the other one before anything was sent, and
+// all of them succeed; the gone one is out of service at once.
+func TestRemoteRefusedMovesRequest(t *testing.T) {
+	servers := fmt.Sprintf(textPipeline, inprocDeploy)
+	gone, stop := startStageServerStop(t, servers, 1, "")
+	alive := startStageServer(t, servers, 1, "")
+	deploy := fmt.Sprintf("    - {id: 0}\n    - {id: 1, placement: remote, endpoints: [%q, %q], health_interval: 1h}\n    - {id: 2}\n", gone, alive)
+	o := startLocal(t, fmt.Sprintf(textPipeline, deploy), nil)
+	stop()
+	for i := range 4 {
+		if _, err := generate(o, orchestrator.Request{Prompt: engine.Prompt{Text: fmt.Sprint("hi ", i)}}); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if st := o.Stats().Stages[1]; st.Healthy != 1 {
+		t.Errorf("%d healthy replicas of stage 1, want 1: the refusing one must be out of service at once", st.Healthy)
+	}
+}

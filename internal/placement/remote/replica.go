@@ -151,6 +151,11 @@ func (e *Engine) callError(ctx context.Context, err error) error {
 	switch {
 	case errors.As(err, &ie):
 		return err
+	case errors.As(err, &te) && te.Unsent:
+		// Nothing reached the server: the runtime moves the request to
+		// another replica (engine.ErrUnsent), and takes this one out of
+		// service itself; a mark here would fail the request first.
+		return fmt.Errorf("remote %s: %w (%w): %v", e.where, engine.ErrReplicaLost, engine.ErrUnsent, err)
 	case errors.As(err, &te):
 		// Formatted, not wrapped: what broke (a stream cut short is a
 		// payload error) must not classify the request's failure, which

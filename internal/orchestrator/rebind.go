@@ -1,0 +1,67 @@
+package orchestrator
+
+// Moving a stage whose replica failed before it took anything of the
+// request (engine.ErrUnsent: a stage server's connection refused) to
+// another replica of the stage.
+
+import (
+	"errors"
+	"time"
+
+	"github.com/omnistage/omnistage/internal/engine"
+)
+
+// maxRebinds bounds how many other replicas one stage of a request tries
+// after its first. Each failed one is taken out of service, so the bound
+// matters only while lost replicas come back as fast as they fail.
+const maxRebinds = 4
+
+// process runs b's stage on its replica. When the replica is lost before
+// it took anything of the request, the stage moves to another healthy
+// replica and runs there, while the request lives: nothing was sent, so
+// the bound-sender rule does not hold it to the first one.
+func (rq *request) process(b *binding) error {
+	for attempt := 0; ; attempt++ {
+		err := b.replica.Engine.Process(rq.processCtx(b), &b.job)
+		if err == nil || attempt == maxRebinds || !movable(err) || rq.ctx.Err() != nil {
+			return err
+		}
+		if !rq.rebind(b, err) {
+			return err
+		}
+	}
+}
+
+// movable reports whether a stage that failed with err may run again on
+// another replica: its replica is lost, and nothing of the request
+// reached it.
+func movable(err error) bool {
+	return errors.Is(err, engine.ErrUnsent) && errors.Is(err, engine.ErrReplicaLost)
+}
+
+// rebind moves b from its replica, lost with err before it took anything
+// of the request, to another one of its stage. It lets go of the lost
+// replica first, so that its loss, which takes it out of service at once,
+// does not fail the request; then it binds the request to the least
+// loaded healthy replica, waiting in the stage's queue if need be. It
+// reports whether b has a new replica; when not, the request fails with
+// err.
+func (rq *request) rebind(b *binding, err error) bool {
+	old := b.replica
+	b.stage.pool.Release(old, rq)
+	b.stage.sup.MarkLost(old, err)
+	asked := time.Now()
+	r, aerr := b.stage.pool.Acquire(rq.ctx, rq)
+	if aerr != nil {
+		// No other replica: the request fails by the loss of its own.
+		rq.ReplicaLost(old, err)
+		return false
+	}
+	b.replica = r
+	b.stage.retries.Inc()
+	b.reboundEvent(old.ID, asked)
+	if rq.prepare(b, b.job.Upstream) != nil {
+		return false
+	}
+	return true
+}
