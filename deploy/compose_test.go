@@ -61,17 +61,25 @@ func stageOf(t *testing.T, s types.ServiceConfig) int {
 	return id
 }
 
-// TestCompose checks that compose.yaml runs the built-in tts pipeline as a
-// front end and one stage server per stage, the front end's config placing
-// each stage on its service; that every server shares the keys, listens on
-// every address, runs as a non-root user on a read-only file system and has
-// a health check on /ready; and that only the front end publishes a port,
-// on the loopback address.
-func TestCompose(t *testing.T) {
-	p := loadCompose(t, "OMNISTAGE_PAYLOAD_KEY=0123456789abcdef0123", "OMNISTAGE_API_KEY=fedcba9876543210fedc")
-	want := route(t, "builtin:tts")
+// composeKeys are the keys the compose tests run with, as the
+// environment variables compose.yaml reads them from.
+var composeKeys = map[string]string{"OMNISTAGE_PAYLOAD_KEY": "0123456789abcdef0123", "OMNISTAGE_API_KEY": "fedcba9876543210fedc"}
 
-	byStage := map[int]types.ServiceConfig{}
+// loadComposeWithKeys loads ../compose.yaml with composeKeys.
+func loadComposeWithKeys(t *testing.T) *types.Project {
+	t.Helper()
+	var env []string
+	for k, v := range composeKeys {
+		env = append(env, k+"="+v)
+	}
+	return loadCompose(t, env...)
+}
+
+// composeServers splits compose.yaml's services into the stage servers, by
+// the stage they serve (--pipeline and --stage), and the front end.
+func composeServers(t *testing.T, p *types.Project) (map[stageKey]types.ServiceConfig, types.ServiceConfig) {
+	t.Helper()
+	byStage := map[stageKey]types.ServiceConfig{}
 	var front []types.ServiceConfig
 	for _, s := range p.Services {
 		id := stageOf(t, s)
@@ -79,27 +87,63 @@ func TestCompose(t *testing.T) {
 			front = append(front, s)
 			continue
 		}
-		if other, dup := byStage[id]; dup {
-			t.Errorf("services %s and %s both serve stage %d", other.Name, s.Name, id)
+		pipeline, _ := argValue(s.Command, "--pipeline")
+		if pipeline == "" {
+			t.Errorf("service %s: serve --stage %d without --pipeline", s.Name, id)
 		}
-		byStage[id] = s
+		if config, _ := argValue(s.Command, "--config"); config != "builtin:"+pipeline {
+			t.Errorf("service %s: --config %q; want builtin:%s, the pipeline it serves a stage of", s.Name, config, pipeline)
+		}
+		k := stageKey{pipeline, id}
+		if other, dup := byStage[k]; dup {
+			t.Errorf("services %s and %s both serve %s", other.Name, s.Name, k)
+		}
+		byStage[k] = s
 	}
 	if len(front) != 1 {
 		t.Fatalf("compose.yaml has %d services without --stage; want one front end", len(front))
 	}
-	fe := front[0]
-	for _, st := range want.stages() {
-		s, ok := byStage[st.ID]
-		if !ok {
-			t.Errorf("no service runs stage %d (%s) with --stage %d", st.ID, st.Name, st.ID)
-			continue
-		}
-		if s.Name != st.Name {
-			t.Errorf("service %s serves stage %d, whose name is %s: name the service after its stage", s.Name, st.ID, st.Name)
+	return byStage, front[0]
+}
+
+// TestCompose checks that compose.yaml runs two built-in pipelines, tts
+// and tts-24k, as one front end and one stage server per stage of each,
+// named <pipeline>-<stage>, the front end's config for each pipeline
+// placing each stage on its service; that every server shares the keys,
+// listens on every address, runs as a non-root user on a read-only file
+// system and has a health check on /ready; and that only the front end
+// publishes a port, on the loopback address.
+func TestCompose(t *testing.T) {
+	p := loadComposeWithKeys(t)
+	byStage, fe := composeServers(t, p)
+	pipelines := checkComposeFrontendConfigs(t, p, fe, byStage)
+	var names []string
+	stages := 0
+	for _, want := range pipelines {
+		names = append(names, want.Name)
+		for _, st := range want.stages() {
+			stages++
+			s, ok := byStage[stageKey{want.Name, st.ID}]
+			if !ok {
+				t.Errorf("no service runs %s's stage %d (%s) with --pipeline %s --stage %d", want.Name, st.ID, st.Name, want.Name, st.ID)
+				continue
+			}
+			if s.Name != want.Name+"-"+st.Name {
+				t.Errorf("service %s serves %s's stage %d, %s: name the service %s-%s", s.Name, want.Name, st.ID, st.Name, want.Name, st.Name)
+			}
+			if dep, ok := fe.DependsOn[s.Name]; !ok || dep.Condition != types.ServiceConditionHealthy {
+				t.Errorf("front end %s does not depend on %s with condition service_healthy (has %+v)", fe.Name, s.Name, fe.DependsOn)
+			}
 		}
 	}
-	if len(byStage) != len(want.stages()) {
-		t.Errorf("compose.yaml has %d stage services; the built-in tts pipeline has %d stages", len(byStage), len(want.stages()))
+	if !slices.Equal(names, []string{"tts", "tts-24k"}) {
+		t.Errorf("the front end serves %v; want tts and tts-24k, two pipelines", names)
+	}
+	if len(byStage) != stages {
+		t.Errorf("compose.yaml has %d stage services; its pipelines have %d stages", len(byStage), stages)
+	}
+	if dm, _ := argValue(fe.Command, "--default-model"); !slices.Contains(names, dm) {
+		t.Errorf("front end %s: --default-model %q; want one of the pipelines it serves, %v", fe.Name, dm, names)
 	}
 
 	for _, name := range []string{"payload-key", "api-key"} {
@@ -110,17 +154,13 @@ func TestCompose(t *testing.T) {
 	for _, s := range p.Services {
 		checkComposeServer(t, s)
 	}
+	checkComposePorts(t, fe, p)
+}
 
-	// The front end: its config validates and places each stage on its
-	// service; it waits for them to be healthy; it alone publishes a port.
-	checkComposeFrontendConfig(t, p, fe, want, byStage)
-	for _, st := range want.onRoute() {
-		s := byStage[st]
-		dep, ok := fe.DependsOn[s.Name]
-		if !ok || dep.Condition != types.ServiceConditionHealthy {
-			t.Errorf("front end %s does not depend on %s with condition service_healthy (has %+v)", fe.Name, s.Name, fe.DependsOn)
-		}
-	}
+// checkComposePorts checks that the front end alone publishes a port, on
+// 127.0.0.1 and OMNISTAGE_PORT (8080 by default).
+func checkComposePorts(t *testing.T, fe types.ServiceConfig, p *types.Project) {
+	t.Helper()
 	for _, s := range p.Services {
 		if s.Name != fe.Name && len(s.Ports) > 0 {
 			t.Errorf("stage service %s publishes ports %+v; only the front end may", s.Name, s.Ports)
@@ -188,48 +228,90 @@ func checkComposeServer(t *testing.T, s types.ServiceConfig) {
 	}
 }
 
-// checkComposeFrontendConfig validates the front end's config with
-// omnistage route and checks that it runs the built-in tts pipeline with
-// every stage placement remote on that stage's service.
-func checkComposeFrontendConfig(t *testing.T, p *types.Project, fe types.ServiceConfig, want routeJSON, byStage map[int]types.ServiceConfig) {
+// checkComposeFrontendConfigs validates the front end's configs with
+// omnistage route, one by one and together, and checks that each runs a
+// built-in pipeline (the one its stage servers run) with every stage
+// placement remote on that stage's service. It returns the built-in
+// pipelines' routes, in the order of the front end's --config flags.
+func checkComposeFrontendConfigs(t *testing.T, p *types.Project, fe types.ServiceConfig, byStage map[stageKey]types.ServiceConfig) []routeJSON {
 	t.Helper()
-	path, ok := argValue(fe.Command, "--config")
-	if !ok {
+	var files []string
+	var pipelines []routeJSON
+	for _, path := range argValues(fe.Command, "--config") {
+		file := composeConfigFile(t, p, fe, path)
+		files = append(files, file)
+		got := route(t, file)
+		want := route(t, "builtin:"+got.Name)
+		pipelines = append(pipelines, want)
+		if !reflect.DeepEqual(got.stages(), want.stages()) || !slices.Equal(got.Route, want.Route) {
+			t.Errorf("%s runs route %v with stages %+v; the stage servers run builtin:%s, route %v with stages %+v", file, got.Route, got.stages(), got.Name, want.Route, want.stages())
+		}
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := parseConfig(t, file, string(text))
+		if !reflect.DeepEqual(cfg.Pipeline, builtinPipeline(t, got.Name)) {
+			t.Errorf("%s: its pipeline section differs from internal/pipeline/builtin/%s.yaml's, which the stage servers run: they would refuse its payloads", file, got.Name)
+		}
+		for _, id := range want.onRoute() {
+			e, ok := cfg.entry(id)
+			wantURL := fmt.Sprintf("http://%s:8080", byStage[stageKey{got.Name, id}].Name)
+			switch {
+			case !ok:
+				t.Errorf("%s: no deploy entry for stage %d", file, id)
+			case e.Placement != "remote" || !slices.Equal(e.Endpoints, []string{wantURL}):
+				t.Errorf("%s: stage %d is %s at %v; want remote at [%s]", file, id, e.Placement, e.Endpoints, wantURL)
+			case e.APIKeyFile != composeAPIKey:
+				t.Errorf("%s: stage %d api_key_file %q; want %s, where the api-key secret is", file, id, e.APIKeyFile, composeAPIKey)
+			}
+		}
+	}
+	if len(files) == 0 {
 		t.Fatalf("front end %s: no --config", fe.Name)
 	}
-	var file string
-	for _, c := range fe.Configs {
+	routes(t, files...) // the names are unique across them
+	return pipelines
+}
+
+// composeConfigFile returns the file of the compose config a service
+// mounts at path.
+func composeConfigFile(t *testing.T, p *types.Project, s types.ServiceConfig, path string) string {
+	t.Helper()
+	for _, c := range s.Configs {
 		if c.Target == path {
-			file = p.Configs[c.Source].File
+			return p.Configs[c.Source].File
 		}
 	}
-	if file == "" {
-		t.Fatalf("front end %s: --config %s is not the target of one of its configs (%+v)", fe.Name, path, fe.Configs)
-	}
-	text, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := route(t, file)
-	if !reflect.DeepEqual(got.stages(), want.stages()) || !slices.Equal(got.Route, want.Route) {
-		t.Errorf("%s runs route %v with stages %+v; the stage servers run builtin:tts, route %v with stages %+v", file, got.Route, got.stages(), want.Route, want.stages())
-	}
-	cfg := parseConfig(t, file, string(text))
-	if !reflect.DeepEqual(cfg.Pipeline, builtinPipeline(t, "tts")) {
-		t.Errorf("%s: its pipeline section differs from internal/pipeline/builtin/tts.yaml's, which the stage servers run: they would refuse its payloads", file)
-	}
-	for _, id := range want.onRoute() {
-		e, ok := cfg.entry(id)
-		wantURL := fmt.Sprintf("http://%s:8080", byStage[id].Name)
-		switch {
-		case !ok:
-			t.Errorf("%s: no deploy entry for stage %d", file, id)
-		case e.Placement != "remote" || !slices.Equal(e.Endpoints, []string{wantURL}):
-			t.Errorf("%s: stage %d is %s at %v; want remote at [%s]", file, id, e.Placement, e.Endpoints, wantURL)
-		case e.APIKeyFile != composeAPIKey:
-			t.Errorf("%s: stage %d api_key_file %q; want %s, where the api-key secret is", file, id, e.APIKeyFile, composeAPIKey)
+	t.Fatalf("service %s: --config %s is not the target of one of its configs (%+v)", s.Name, path, s.Configs)
+	return ""
+}
+
+// TestComposeServes runs every service of compose.yaml on this machine as
+// compose runs it (its command, its configs and secrets where compose
+// mounts them, each service's name made the loopback address of its
+// server), and checks that the front end serves both pipelines through
+// the stage servers.
+func TestComposeServes(t *testing.T) {
+	p := loadComposeWithKeys(t)
+	files := map[string]string{}
+	var servers []localServer
+	for _, s := range p.Services {
+		for _, c := range s.Configs {
+			text, err := os.ReadFile(p.Configs[c.Source].File)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[c.Target] = string(text)
 		}
+		for _, sec := range s.Secrets {
+			files["/run/secrets/"+sec.Source] = composeKeys[p.Secrets[sec.Source].Environment]
+		}
+		servers = append(servers, localServer{name: s.Name, args: s.Command, urls: []string{"http://" + s.Name + ":8080"}})
 	}
+	_, fe := composeServers(t, p)
+	defaultModel, _ := argValue(fe.Command, "--default-model")
+	checkServes(t, runLocally(t, files, servers), composeKeys["OMNISTAGE_API_KEY"], defaultModel)
 }
 
 // TestComposeHealthCheck runs compose.yaml's health check command, as the
@@ -241,9 +323,9 @@ func TestComposeHealthCheck(t *testing.T) {
 		t.Skip("bash not found")
 	}
 	p := loadCompose(t)
-	hc := p.Services["vocoder"].HealthCheck
+	hc := p.Services["tts-vocoder"].HealthCheck
 	if hc == nil || len(hc.Test) < 2 || hc.Test[0] != "CMD" {
-		t.Fatalf("vocoder: health check %v; want [CMD ...]", hc)
+		t.Fatalf("tts-vocoder: health check %v; want [CMD ...]", hc)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

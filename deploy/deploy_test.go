@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -35,7 +36,16 @@ var (
 	buildDir  string
 )
 
+// printMemoryLimit, set in the environment of this test binary, makes it
+// print the memory limit the Go runtime took from GOMEMLIMIT and exit: how
+// the GOMEMLIMIT tests ask Go itself what a value means.
+const printMemoryLimit = "OMNISTAGE_DEPLOY_TEST_PRINT_MEMORY_LIMIT"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(printMemoryLimit) != "" {
+		fmt.Println(debug.SetMemoryLimit(-1))
+		os.Exit(0)
+	}
 	code := m.Run()
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
@@ -105,34 +115,60 @@ func (r routeJSON) onRoute() []int {
 	return ids
 }
 
-// route validates a config with `omnistage route --config ref --json`
-// (ref is a file or builtin:NAME) and returns the resolved route. A config
-// omnistage refuses fails the test with omnistage's reasons.
+// route validates a config holding one pipeline with `omnistage route
+// --config ref --json` (ref is a file or builtin:NAME) and returns the
+// resolved route. A config omnistage refuses fails the test with
+// omnistage's reasons.
 func route(t *testing.T, ref string) routeJSON {
 	t.Helper()
-	cmd := exec.Command(omnistage(t), "route", "--json", "--config", ref)
+	rs := routes(t, ref)
+	if len(rs) != 1 {
+		t.Fatalf("omnistage route --config %s: %d pipelines; want one", ref, len(rs))
+	}
+	return rs[0]
+}
+
+// routes validates configs together with `omnistage route --json --config
+// ref ...`, as a server given them would load them (names unique across
+// them), and returns the route of every pipeline, in order.
+func routes(t *testing.T, refs ...string) []routeJSON {
+	t.Helper()
+	args := []string{"route", "--json"}
+	for _, ref := range refs {
+		args = append(args, "--config", ref)
+	}
+	cmd := exec.Command(omnistage(t), args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("omnistage route --config %s: %v; omnistage says:\n%s", ref, err, stderr.String())
+		t.Fatalf("omnistage %s: %v; omnistage says:\n%s", strings.Join(args, " "), err, stderr.String())
 	}
-	var r routeJSON
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("omnistage route --json --config %s: %v in %s", ref, err, out)
+	var rs []routeJSON
+	if out = bytes.TrimSpace(out); !bytes.HasPrefix(out, []byte("[")) {
+		out = append(append([]byte("["), out...), ']') // one pipeline: one object
 	}
-	return r
+	if err := json.Unmarshal(out, &rs); err != nil {
+		t.Fatalf("omnistage %s: %v in %s", strings.Join(args, " "), err, out)
+	}
+	return rs
 }
 
 // routeText validates config text as route does, from a file in a
 // temporary directory.
 func routeText(t *testing.T, name, text string) routeJSON {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
+	return route(t, writeFile(t, t.TempDir(), name, text))
+}
+
+// writeFile writes text to a file of dir and returns its path.
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	f := filepath.Join(dir, name)
+	if err := os.WriteFile(f, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return route(t, f)
+	return f
 }
 
 // serverConfig is the part of an omnistage config file these tests look

@@ -68,26 +68,48 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
-omnistage.config is .Values.config decoded, as JSON (numbers come back as
-floats: convert them with int). It fails the render when config is not YAML
-or lacks a list of stages, or when a deploy entry places a stage remotely:
-the chart runs every stage on stage servers of its own.
+omnistage.slug makes a pipeline's or a stage's name fit object names: lower
+case, '_' and '.' made '-'.
 */}}
-{{- define "omnistage.config" -}}
-{{- $cfg := .Values.config | fromYaml }}
+{{- define "omnistage.slug" -}}
+{{- . | lower | replace "_" "-" | replace "." "-" }}
+{{- end }}
+
+{{/*
+omnistage.decodeConfig is one pipeline's config text decoded, as JSON
+(numbers come back as floats: convert them with int). Takes (dict "text" T
+"field" F), F naming the value in messages. It fails the render when the
+text is not YAML, holds several YAML documents, lacks a pipeline name or a
+list of stages, or places a stage remotely: the chart runs every stage on
+stage servers of its own.
+*/}}
+{{- define "omnistage.decodeConfig" -}}
+{{- $docs := 0 }}
+{{- range regexSplit "(?m)^---[ \\t]*$" .text -1 }}
+{{- if regexMatch "(?m)^[ \\t]*[^#\\s]" . }}
+{{- $docs = add1 $docs }}
+{{- end }}
+{{- end }}
+{{- if gt $docs 1 }}
+{{- fail (printf "%s: holds %d YAML documents; give each pipeline an entry of pipelines" .field $docs) }}
+{{- end }}
+{{- $cfg := .text | fromYaml }}
 {{- if hasKey $cfg "Error" }}
-{{- fail (printf "config: not YAML: %s" $cfg.Error) }}
+{{- fail (printf "%s: not YAML: %s" .field $cfg.Error) }}
 {{- end }}
 {{- if not (kindIs "map" $cfg.pipeline) }}
-{{- fail "config: needs a pipeline section (the pipeline the stage servers run)" }}
+{{- fail (printf "%s: needs a pipeline section (the pipeline the stage servers run)" .field) }}
+{{- end }}
+{{- if not $cfg.pipeline.name }}
+{{- fail (printf "%s: pipeline.name is missing (requests pick a pipeline by its name)" .field) }}
 {{- end }}
 {{- if not (kindIs "slice" $cfg.pipeline.stages) }}
-{{- fail "config: pipeline.stages must be a list of stages" }}
+{{- fail (printf "%s: pipeline.stages must be a list of stages" .field) }}
 {{- end }}
 {{- if kindIs "map" $cfg.deploy }}
 {{- range $cfg.deploy.stages }}
 {{- if eq (toString .placement) "remote" }}
-{{- fail (printf "config: deploy.stages: stage %v has placement remote; the chart runs each stage on stage servers of its own, so their config places it inproc or process" .id) }}
+{{- fail (printf "%s: deploy.stages: stage %v has placement remote; the chart runs each stage on stage servers of its own, so their config places it inproc or process" $.field .id) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -95,17 +117,56 @@ the chart runs every stage on stage servers of its own.
 {{- end }}
 
 {{/*
-omnistage.stages lists every stage of the pipeline, the aligner included,
-as JSON {"stages": [{"id", "name", "host", "component", "onRoute",
-"settings"}]}: host is the name of the stage's Deployment, Service and so on
-("<fullname>-<name>", lower case, '_' and '.' made '-'), component its pods'
-app.kubernetes.io/component ("stage-<name>"), onRoute whether the route runs it (only
-those get stage servers), settings stageDefaults with the stage's entry of
-stages merged over them one level deep.
+omnistage.pipelines lists the pipelines the release serves, as JSON
+{"pipelines": [{"name", "cfg", "text", "field", "stageFile",
+"frontendFile", "stages"}]}: the entries of pipelines in the order of their
+names or, when pipelines is empty, the one pipeline of config. name is the
+pipeline's (what a request's model picks), cfg its config decoded, text its
+config as the stage servers read it (without trailing white space, as the
+ConfigMap holds it, so that a pod's checksum/config is the sha256 of the
+very file it reads), stageFile and frontendFile the ConfigMap keys of the
+stage servers' and the front end's config ("stage.yaml" and
+"frontend.yaml" for config, "stage-<pipeline>.yaml" and
+"frontend-<pipeline>.yaml" for an entry of pipelines).
+
+stages lists every stage of the pipeline, the aligner included: {"id",
+"name", "host", "component", "onRoute", "settings"}, where host is the name
+of the stage's Deployment, Service and so on ("<fullname>-<stage>" for
+config, "<fullname>-<pipeline>-<stage>" for an entry of pipelines; lower
+case, '_' and '.' made '-'), component its pods' app.kubernetes.io/component
+("stage-<stage>" or "stage-<pipeline>-<stage>"), onRoute whether the route
+runs it (only those get stage servers), settings stageDefaults with the
+stage's entry of stages, then of pipelines.<pipeline>.stages, merged over
+them one level deep. It fails the render when two objects would get one
+name, or an entry of pipelines.<pipeline>.stages names no stage.
 */}}
-{{- define "omnistage.stages" -}}
-{{- $cfg := include "omnistage.config" . | fromJson }}
+{{- define "omnistage.pipelines" -}}
+{{- $sources := list }}
+{{- range $name, $p := .Values.pipelines }}
+{{- $p = $p | default dict }}
+{{- $slug := include "omnistage.slug" $name }}
+{{- $sources = append $sources (dict "name" $name "field" (printf "pipelines.%s" $name) "config" (toString ($p.config | default "")) "prefix" (printf "%s-" $slug) "files" (printf "-%s" $slug) "perStage" ($p.stages | default dict)) }}
+{{- end }}
+{{- if not $sources }}
+{{- $sources = list (dict "name" "" "field" "" "config" (toString .Values.config) "prefix" "" "files" "" "perStage" dict) }}
+{{- end }}
+{{- $fullname := include "omnistage.fullname" . }}
+{{- $global := .Values.stages | default dict }}
+{{- $taken := dict }}
+{{- $out := list }}
+{{- range $src := $sources }}
+{{- $configField := ternary (printf "%s.config" $src.field) "config" (ne $src.name "") }}
+{{- $cfg := include "omnistage.decodeConfig" (dict "text" $src.config "field" $configField) | fromJson }}
 {{- $p := $cfg.pipeline }}
+{{- $name := toString $p.name }}
+{{- if and $src.name (ne $src.name $name) }}
+{{- fail (printf "%s: the pipeline is named %q, not %q: name its entry of pipelines after it" $configField $name $src.name) }}
+{{- end }}
+{{- $files := printf "stage%s.yaml" $src.files }}
+{{- if hasKey $taken $files }}
+{{- fail (printf "%s and %s both get the config file %s: rename one" (get $taken $files) $src.field $files) }}
+{{- end }}
+{{- $_ := set $taken $files $src.field }}
 {{- $explicit := and (hasKey $p "stage_transitions") (not (kindIs "invalid" $p.stage_transitions)) }}
 {{- $routed := dict "0" true }}
 {{- if $explicit }}
@@ -122,32 +183,32 @@ stages merged over them one level deep.
 {{- if kindIs "map" $p.aligner }}
 {{- $all = append $all (dict "id" (len $p.stages) "name" (toString ($p.aligner.name | default "aligner")) "onRoute" true) }}
 {{- end }}
-{{- $fullname := include "omnistage.fullname" . }}
-{{- $perStage := .Values.stages | default (dict) }}
-{{- $hosts := dict }}
+{{- $known := list }}
+{{- range $all }}{{ $known = append $known .name }}{{ end }}
+{{- range $stage, $_ := $src.perStage }}
+{{- if not (has $stage $known) }}
+{{- fail (printf "%s.stages.%s: pipeline %s has no stage %s (its stages: %s)" $src.field $stage $name $stage (join ", " $known)) }}
+{{- end }}
+{{- end }}
 {{- range $all }}
-{{- $slug := .name | lower | replace "_" "-" | replace "." "-" }}
-{{- $host := printf "%s-%s" $fullname $slug | trunc 63 | trimSuffix "-" }}
-{{- if hasKey $hosts $host }}
-{{- fail (printf "stages %s and %s both get the object name %s: rename one" (get $hosts $host) .name $host) }}
+{{- $slug := include "omnistage.slug" .name }}
+{{- $what := ternary (printf "stage %s of pipeline %s" .name $name) (printf "stage %s" .name) (ne $src.name "") }}
+{{- $host := printf "%s-%s%s" $fullname $src.prefix $slug | trunc 63 | trimSuffix "-" }}
+{{- $component := printf "stage-%s%s" $src.prefix $slug | trunc 63 | trimSuffix "-" }}
+{{- range $key := list (printf "name %s" $host) (printf "component label %s" $component) }}
+{{- if hasKey $taken $key }}
+{{- fail (printf "%s and %s both get the object %s: rename one" (get $taken $key) $what $key) }}
 {{- end }}
-{{- $_ := set $hosts $host .name }}
-{{- $_ = set . "host" $host }}
-{{- $_ = set . "component" (printf "stage-%s" $slug | trunc 63 | trimSuffix "-") }}
-{{- $settings := deepCopy ($.Values.stageDefaults | default (dict)) }}
-{{- range $k, $v := (get $perStage .name | default (dict)) }}
-{{- if and (kindIs "map" $v) (kindIs "map" (get $settings $k)) }}
-{{- $m := get $settings $k }}
-{{- range $k2, $v2 := $v }}
-{{- $_ := set $m $k2 $v2 }}
+{{- $_ := set $taken $key $what }}
 {{- end }}
-{{- else }}
-{{- $_ := set $settings $k $v }}
+{{- $_ := set . "host" $host }}
+{{- $_ = set . "component" $component }}
+{{- $layers := list (get $global .name) (get $src.perStage .name) }}
+{{- $_ = set . "settings" (include "omnistage.stageSettings" (dict "root" $ "layers" $layers) | fromJson) }}
 {{- end }}
+{{- $out = append $out (dict "name" $name "cfg" $cfg "text" (regexReplaceAll "\\s+$" $src.config "") "field" $configField "stageFile" $files "frontendFile" (printf "frontend%s.yaml" $src.files) "stages" $all) }}
 {{- end }}
-{{- $_ = set . "settings" $settings }}
-{{- end }}
-{{- toJson (dict "stages" $all) }}
+{{- toJson (dict "pipelines" $out) }}
 {{- end }}
 
 {{/*
@@ -173,21 +234,39 @@ existingSecret, or the chart's "<fullname>-keys". Takes (dict "root" $ "key"
 {{- end }}
 
 {{/*
-omnistage.stageConfig is the stage servers' config file: config as given,
-without trailing white space (as the ConfigMap holds it, so that a pod's
-checksum/config is the sha256 of the very file it reads).
-omnistage.frontendConfig is the front end's: the same pipeline, the deploy
-keys of config and frontend.deploy, and every stage on the route placement
-remote at its headless Service (one replica per ready pod), with the API key
-the stage servers require; a stage the route skips keeps its entry of
-config and runs in the front end's process.
+omnistage.stageSettings is stageDefaults with each of layers (settings of
+a stage, or null) merged over it in turn, one level deep, as JSON. Takes
+(dict "root" $ "layers" L).
 */}}
-{{- define "omnistage.stageConfig" -}}
-{{- regexReplaceAll "\\s+$" .Values.config "" }}
+{{- define "omnistage.stageSettings" -}}
+{{- $settings := deepCopy (.root.Values.stageDefaults | default dict) }}
+{{- range $layer := .layers }}
+{{- range $k, $v := ($layer | default dict) }}
+{{- if and (kindIs "map" $v) (kindIs "map" (get $settings $k)) }}
+{{- $m := get $settings $k }}
+{{- range $k2, $v2 := $v }}
+{{- $_ := set $m $k2 $v2 }}
+{{- end }}
+{{- else }}
+{{- $_ := set $settings $k $v }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toJson $settings }}
 {{- end }}
 
+{{/*
+omnistage.frontendConfig is the front end's config file for one pipeline:
+the same pipeline, the deploy keys of its config and frontend.deploy, and
+every stage on the route placement remote at its headless Service (one
+replica per ready pod), with the API key the stage servers require; a stage
+the route skips keeps its entry of the config and runs in the front end's
+process. Takes (dict "root" $ "pipeline" P), P an entry of
+omnistage.pipelines.
+*/}}
 {{- define "omnistage.frontendConfig" -}}
-{{- $cfg := include "omnistage.config" . | fromJson }}
+{{- $root := .root }}
+{{- $cfg := .pipeline.cfg }}
 {{- $src := $cfg.deploy | default (dict) }}
 {{- $deploy := dict }}
 {{- range $k, $v := $src }}
@@ -195,14 +274,14 @@ config and runs in the front end's process.
 {{- $_ := set $deploy $k $v }}
 {{- end }}
 {{- end }}
-{{- range $k, $v := .Values.frontend.deploy }}
+{{- range $k, $v := $root.Values.frontend.deploy }}
 {{- $_ := set $deploy $k $v }}
 {{- end }}
 {{- $entries := list }}
-{{- range $st := (include "omnistage.stages" . | fromJson).stages }}
+{{- range $st := .pipeline.stages }}
 {{- if $st.onRoute }}
 {{- $e := deepCopy ($st.settings.remote | default (dict)) }}
-{{- $url := printf "http://%s.%s.svc.%s:%d" $st.host $.Release.Namespace $.Values.clusterDomain (int $.Values.port) }}
+{{- $url := printf "http://%s.%s.svc.%s:%d" $st.host $root.Release.Namespace $root.Values.clusterDomain (int $root.Values.port) }}
 {{- $_ := set $e "id" (int $st.id) }}
 {{- $_ = set $e "placement" "remote" }}
 {{- $_ = set $e "endpoints" (list $url) }}
@@ -221,13 +300,34 @@ config and runs in the front end's process.
 {{- end }}
 
 {{/*
+omnistage.requireKubeVersion fails the render for a Kubernetes older than
+1.25 whenever the version is the cluster's or one given with
+--kube-version. Helm fills .Capabilities.KubeVersion from the cluster on
+an install or an upgrade (--dry-run included); `helm template` and `helm
+lint` without --kube-version report Helm's built-in default instead, v1.20.0
+(Chart.yaml's kubeVersion would refuse that, so the chart has none). A
+v1.20.0 is taken for that default unless lookup, which answers nothing
+without a cluster, lists the release namespace's Services: only a cluster
+that really reports v1.20.0 costs that call.
+*/}}
+{{- define "omnistage.requireKubeVersion" -}}
+{{- $v := .Capabilities.KubeVersion.Version }}
+{{- if semverCompare "<1.25.0-0" $v }}
+{{- if or (ne $v "v1.20.0") (lookup "v1" "Service" .Release.Namespace "") }}
+{{- fail (printf "omnistage needs Kubernetes 1.25 or newer; this is %s" $v) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 omnistage.deployment is a server's Deployment, the front end's or a
 stage's. Takes (dict "root" $ "name" N "component" C "role" R "settings" S
 "args" A "config" CONFIG), where settings holds replicas, resources,
-nodeSelector, tolerations, affinity, topologySpreadConstraints,
+goMemLimit, nodeSelector, tolerations, affinity, topologySpreadConstraints,
 podAnnotations, podLabels, extraArgs and autoscaling, and config the text of
-the config file the server reads (its checksum rolls the pods when it
-changes).
+the config files the server reads (its checksum rolls the pods when it
+changes). GOMEMLIMIT is goMemLimit when set, else derived from the
+container's memory limit when it has one, else unset.
 */}}
 {{- define "omnistage.deployment" -}}
 {{- $root := .root }}
@@ -297,9 +397,33 @@ spec:
             {{- range $s.extraArgs }}
             - {{ . | quote }}
             {{- end }}
-          {{- with $root.Values.tracing }}
-          {{- if .otlpEndpoint }}
+          {{- $tracing := $root.Values.tracing | default dict }}
+          {{- $memory := "" }}
+          {{- with $s.resources }}{{ with .limits }}{{ $memory = toString (.memory | default "") }}{{ end }}{{ end }}
+          {{- $goMemLimit := toString ($s.goMemLimit | default "") }}
+          {{- if or $goMemLimit $memory $tracing.otlpEndpoint }}
           env:
+            {{- if $goMemLimit }}
+            - name: GOMEMLIMIT
+              value: {{ $goMemLimit | quote }}
+            {{- else if $memory }}
+            {{- /*
+            The memory limit in MiB (rounded up), written as that many
+            million bytes: GOMEMLIMIT at 10^6/2^20 = 95.4% of the limit the
+            container really has. The Downward API does no arithmetic; this
+            unit change is its margin.
+            */}}
+            - name: OMNISTAGE_MEMORY_LIMIT_MIB
+              valueFrom:
+                resourceFieldRef:
+                  containerName: omnistage
+                  resource: limits.memory
+                  divisor: 1Mi
+            - name: GOMEMLIMIT
+              value: "$(OMNISTAGE_MEMORY_LIMIT_MIB)000000"
+            {{- end }}
+            {{- with $tracing }}
+            {{- if .otlpEndpoint }}
             - name: OTEL_EXPORTER_OTLP_ENDPOINT
               value: {{ .otlpEndpoint | quote }}
             - name: OTEL_SERVICE_NAME
@@ -312,7 +436,8 @@ spec:
             - name: OTEL_TRACES_SAMPLER_ARG
               value: {{ .samplerArg | quote }}
             {{- end }}
-          {{- end }}
+            {{- end }}
+            {{- end }}
           {{- end }}
           ports:
             - name: http
