@@ -265,6 +265,10 @@ func checkComposeFrontendConfigs(t *testing.T, p *types.Project, fe types.Servic
 			case e.APIKeyFile != composeAPIKey:
 				t.Errorf("%s: stage %d api_key_file %q; want %s, where the api-key secret is", file, id, e.APIKeyFile, composeAPIKey)
 			}
+			svc := byStage[stageKey{got.Name, id}]
+			if hosts, _ := argValue(svc.Command, "--allowed-hosts"); !slices.Contains(strings.Split(hosts, ","), svc.Name) {
+				t.Errorf("service %s: --allowed-hosts %q does not hold %s, the name the front end calls it by (it would answer 403 forbidden_host)", svc.Name, hosts, svc.Name)
+			}
 		}
 	}
 	if len(files) == 0 {

@@ -135,7 +135,23 @@ func checkStageObjects(t *testing.T, m *manifests, k stageKey, s server, all []s
 			t.Errorf("Service %s also selects the pods of %s", svc.Name, other.d.Name)
 		}
 	}
-	return fmt.Sprintf("%s.%s.svc.cluster.local", svc.Name, namespace), true
+	host := fmt.Sprintf("%s.%s.svc.cluster.local", svc.Name, namespace)
+	checkAnswersTo(t, s, host)
+	return host, true
+}
+
+// checkAnswersTo checks that server s answers to host (serve
+// --allowed-hosts: a name, or a domain's names), which calls it: a server
+// refuses a Host it does not answer to (403 forbidden_host).
+func checkAnswersTo(t *testing.T, s server, host string) {
+	t.Helper()
+	allowed, _ := argValue(s.args, "--allowed-hosts")
+	for _, a := range strings.Split(allowed, ",") {
+		if a == host || a == "*" || (strings.HasPrefix(a, ".") && strings.HasSuffix(host, a)) || (strings.HasPrefix(a, "*.") && strings.HasSuffix(host, a[1:])) {
+			return
+		}
+	}
+	t.Errorf("Deployment %s: --allowed-hosts %q does not hold %s, the name it is called by", s.d.Name, allowed, host)
 }
 
 // checkFrontend checks that the front end serves every pipeline, in
@@ -182,6 +198,9 @@ func checkFrontend(t *testing.T, m *manifests, w want, front server, hosts map[s
 				t.Errorf("the front end's Service %s is headless; clients need one address", svc.Name)
 			}
 			checkServicePorts(t, svc, front)
+			for _, host := range []string{svc.Name, svc.Name + "." + namespace, svc.Name + "." + namespace + ".svc.cluster.local"} {
+				checkAnswersTo(t, front, host)
+			}
 		}
 	}
 	if len(frontSvcs) != 1 {

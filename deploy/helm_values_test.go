@@ -127,6 +127,17 @@ func TestChartRenders(t *testing.T) {
 			values: set("frontend.defaultModel", "tts"),
 			want:   want{pipelines: []routeJSON{tts}, defaultModel: "tts"},
 		},
+		{
+			name:   "the names clients call the front end by",
+			values: set("frontend.allowedHosts", []any{"speech.example.com", ".internal.example"}),
+			want:   one(tts),
+			check: func(t *testing.T, m *manifests) {
+				_, front := m.servers(t)
+				for _, host := range []string{"speech.example.com", "api.internal.example"} {
+					checkAnswersTo(t, front, host)
+				}
+			},
+		},
 	})
 }
 

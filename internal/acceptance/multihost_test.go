@@ -229,7 +229,8 @@ func TestMultiHost(t *testing.T) {
 	}
 	key := writeFile(t, "key", "multi-host-payload-key-0123456789abcdef")
 	serverArgs := func(stage int, addr string) []string {
-		return []string{"--stage", fmt.Sprint(stage), "--addr", addr + ":8080", "--payload-key-file", key}
+		// They are called by the names of the front end's /etc/hosts.
+		return []string{"--stage", fmt.Sprint(stage), "--addr", addr + ":8080", "--payload-key-file", key, "--allowed-hosts", ".omnistage.test"}
 	}
 	talker := serveIn(t, talkerNS, serverArgs(0, talkerAddr)...)
 	vocoders := make([]*server, 3)

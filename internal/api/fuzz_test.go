@@ -47,7 +47,7 @@ func FuzzRequestBodies(f *testing.F) {
 	f.Fuzz(func(t *testing.T, endpoint uint8, body []byte) {
 		path := fuzzPaths[int(endpoint)%len(fuzzPaths)]
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, "http://localhost"+path, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		h.ServeHTTP(rec, req)
 		if rec.Code >= 200 && rec.Code < 300 {

@@ -49,9 +49,6 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		// by ChunkWriteTimeout, per request.
 		Protocols: serverProtocols(),
 	}
-	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
-		s.loopback.Store(true)
-	}
 	// Connections are bounded (limitListener), and net/http's own answers
 	// on them are in the JSON error shape (answerConn).
 	limited := newLimitListener(ln, s.opts.MaxConns)

@@ -382,7 +382,7 @@ func FuzzRun(f *testing.F) {
 	h := fx.srv.Handler()
 	post := func(body []byte) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, "/v1/run", strings.NewReader(string(body)))
+		req := httptest.NewRequest(http.MethodPost, "http://localhost/v1/run", strings.NewReader(string(body)))
 		req.Header.Set("Content-Type", "application/json")
 		h.ServeHTTP(rec, req)
 		return rec

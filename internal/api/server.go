@@ -59,6 +59,13 @@ type Options struct {
 	// for any) whose pages may call the API from a browser; none: no CORS
 	// headers, and browsers keep other origins' pages out.
 	CORSOrigins []string
+	// AllowedHosts are the host names, besides its addresses, localhost,
+	// this machine's host name and the hosts of CORSOrigins, that the
+	// server answers to (a Host header of another name is refused, 403
+	// forbidden_host: a rebound DNS name): "stage-1.example.com",
+	// ".svc.cluster.local" or "*.svc.cluster.local" for every name of a
+	// domain, "*" for any name.
+	AllowedHosts []string
 	// Logger gets access logs and failures; nil discards them.
 	Logger *slog.Logger
 	// Registry receives the HTTP metrics, and /metrics serves everything
@@ -118,8 +125,8 @@ type Server struct {
 	// endpointList lists the endpoints, for the 404 of an unknown route.
 	endpointList string
 
+	hosts    *hostSet // the Host names it answers to
 	draining atomic.Bool
-	loopback atomic.Bool // Run listens on a loopback address only
 }
 
 // New returns the server of the pipelines of orchs, which should share
@@ -160,7 +167,7 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 	s := &Server{
 		byName: map[string]*served{}, opts: opts, log: opts.Logger,
 		reg: opts.Registry, metrics: m,
-		created: time.Now().Unix(),
+		created: time.Now().Unix(), hosts: newHostSet(opts.AllowedHosts, opts.CORSOrigins),
 	}
 	for _, o := range orchs {
 		if err := s.add(o); err != nil {

@@ -490,11 +490,18 @@ func TestIdleConnectionsDoNotLockOut(t *testing.T) {
 
 // TestCrossSite checks what a page on another site could send a browser
 // to a server on 127.0.0.1: a POST without JSON's content type (415), an
-// Origin not allowed (403), and a Host that is not a loopback name or an
-// allowed origin's host (403, DNS rebinding), each refused with a message;
-// and that programs, the server's own page and configured origins pass.
+// Origin not allowed (403), and a Host that is none of the server's names
+// (403, DNS rebinding), each refused with a message; and that programs,
+// the server's own page, configured origins and allowed hosts pass.
 func TestCrossSite(t *testing.T) {
-	url := runOnLoopback(t, Options{CORSOrigins: []string{"https://app.example.com"}})
+	opts := Options{CORSOrigins: []string{"https://app.example.com"}, AllowedHosts: []string{"Stages.Internal.", "*.svc.cluster.local"}}
+	t.Run("loopback", func(t *testing.T) { testCrossSite(t, runOnLoopback(t, opts)) })
+	// A server on every address (or a LAN one) is as reachable by a
+	// rebound name.
+	t.Run("every address", func(t *testing.T) { testCrossSite(t, runOn(t, "0.0.0.0:0", opts)) })
+}
+
+func testCrossSite(t *testing.T, url string) {
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(url, "http://"))
 	body := `{"model": "tts-1", "input": "hi", "response_format": "pcm"}`
 	for _, tc := range []struct {
@@ -515,7 +522,13 @@ func TestCrossSite(t *testing.T) {
 		{"no content type", "", nil, "", 415, "unsupported_media_type"},
 		{"a url-encoded form", "application/x-www-form-urlencoded", nil, "", 415, "unsupported_media_type"},
 		{"another origin", "application/json", []string{"Origin", "https://evil.example"}, "", 403, "forbidden_origin"},
+		{"an allowed host", "application/json", nil, "stages.internal:" + port, 200, ""},
+		{"a name of an allowed domain", "application/json", nil, "stage-1.omni.svc.cluster.local", 200, ""},
+		{"an address", "application/json", nil, "192.0.2.7:" + port, 200, ""},
+		{"an IPv6 address", "application/json", nil, "[2001:db8::1]:" + port, 200, ""},
 		{"a rebound name", "application/json", nil, "evil.example:" + port, 403, "forbidden_host"},
+		{"a domain's look-alike", "application/json", nil, "evilsvc.cluster.local", 403, "forbidden_host"},
+		{"a rebound page of its own origin", "application/json", []string{"Origin", "http://evil.example:" + port}, "evil.example:" + port, 403, "forbidden_host"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, url+"/v1/audio/speech", strings.NewReader(body))
@@ -575,16 +588,23 @@ func TestSlowBodyAndBadIDs(t *testing.T) {
 // returns its URL once ready. It stops when the test ends.
 func runOnLoopback(t *testing.T, opts Options) string {
 	t.Helper()
+	return runOn(t, "127.0.0.1:0", opts)
+}
+
+// runOn is runOnLoopback listening on addr; the URL it returns is on
+// 127.0.0.1 whatever addr's host.
+func runOn(t *testing.T, addr string, opts Options) string {
+	t.Helper()
 	opts.ShutdownTimeout = 5 * time.Second
 	srv, err := New([]*orchestrator.Orchestrator{newOrchestrator(t, setup{yaml: speechYAML}, prometheus.NewRegistry())}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := "http://" + ln.Addr().String()
+	url := fmt.Sprintf("http://127.0.0.1:%d", ln.Addr().(*net.TCPAddr).Port)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, ln) }()

@@ -5,7 +5,6 @@ package api
 
 import (
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -14,28 +13,33 @@ import (
 	"github.com/omnistage/omnistage/internal/httperr"
 )
 
-// checkSite protects r on route rt from cross-site use. A page on another site can make a browser send requests to a server on
-// 127.0.0.1, and with DNS rebinding (its own name resolving to 127.0.0.1)
-// read the answers. checkSite refuses what such pages can send:
+// checkSite protects r on route rt from cross-site use. A page on another
+// site can make a browser send requests to a server it can reach (on
+// 127.0.0.1, on the LAN), and with DNS rebinding (its own name resolving
+// to the server's address) read the answers. checkSite refuses what such
+// pages can send:
 //
-//   - a POST whose content type is not the endpoint's (application/json;
-//     for /v1/run also the streamed hop type): a page can send text/plain
-//     or a form without asking the server first, but not JSON (415);
+//   - a Host that is none of the names the server answers to (hostSet:
+//     addresses, loopback names, its host name, serve --allowed-hosts and
+//     the hosts of --cors-origins): a rebound name (403), whatever address
+//     the server listens on. Open routes (/health, /ready, the
+//     playground's static files) reveal nothing and stay open to any Host,
+//     and an HTTP/1.0 request without a Host (a health check) is no
+//     browser's;
 //   - a request with an Origin that is neither this server's own (the
 //     playground's) nor one of the configured origins (Options.CORSOrigins;
 //     403);
-//   - on a server listening on a loopback address only, a Host that is not
-//     a loopback name or address, nor the host of a configured origin: a
-//     rebound name (403). Open routes (/health, /ready, the playground's
-//     static files) reveal nothing and stay open to any Host, and an
-//     HTTP/1.0 request without a Host (a health check) is no browser's.
+//   - a POST whose content type is not the endpoint's (application/json;
+//     for /v1/run also the streamed hop type): a page can send text/plain
+//     or a form without asking the server first, but not JSON (415).
 //
 // Programs (curl, SDKs, stage servers calling each other) send no Origin
-// and name the host they dialled, so they pass.
+// and name the host they dialled, which the server answers to when it is
+// its address, its name or an allowed host.
 func (s *Server) checkSite(r *http.Request, rt route) error {
-	if s.loopback.Load() && !rt.open && r.Host != "" && !s.allowedHost(r.Host) {
+	if !rt.open && r.Host != "" && !s.hosts.allows(r.Host) {
 		return httperr.Errorf(http.StatusForbidden, httperr.CodeForbiddenHost,
-			"host %q is not this server's: a server on a loopback address answers only to localhost, loopback addresses and the hosts of its allowed origins (serve --cors-origins); this keeps rebound DNS names out", httperr.Short(r.Host))
+			"host %q is not one this server answers to: it answers to its addresses, localhost, its host name and the hosts of serve --allowed-hosts and --cors-origins; add the name to --allowed-hosts (this keeps rebound DNS names out)", httperr.Short(r.Host))
 	}
 	if origin := r.Header.Get("Origin"); origin != "" && !s.allowedOrigin(origin, r.Host) {
 		return httperr.Errorf(http.StatusForbidden, httperr.CodeForbiddenOrigin,
@@ -50,28 +54,6 @@ func (s *Server) checkSite(r *http.Request, rt route) error {
 		}
 	}
 	return nil
-}
-
-// allowedHost reports whether a loopback server answers to host: a
-// loopback name or address, or the host of an allowed origin.
-func (s *Server) allowedHost(host string) bool {
-	name := host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		name = h
-	}
-	name = strings.TrimSuffix(strings.Trim(name, "[]"), ".")
-	if strings.EqualFold(name, "localhost") || strings.HasSuffix(strings.ToLower(name), ".localhost") {
-		return true
-	}
-	if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() {
-		return true
-	}
-	for _, o := range s.opts.CORSOrigins {
-		if u, err := url.Parse(o); err == nil && strings.EqualFold(u.Hostname(), name) {
-			return true
-		}
-	}
-	return false
 }
 
 // allowedOrigin reports whether pages of origin may call the server: its

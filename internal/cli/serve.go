@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
-const serveSynopsis = "serve [--config F ...] [--default-model NAME] [--start-partial] [--addr 127.0.0.1:8080] [--stage N [--pipeline NAME]] [--payload-key-file F ...] [--payload-lifetime D] [--insecure] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--log-level L]"
+const serveSynopsis = "serve [--config F ...] [--default-model NAME] [--start-partial] [--addr 127.0.0.1:8080] [--stage N [--pipeline NAME]] [--payload-key-file F ...] [--payload-lifetime D] [--insecure] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--allowed-hosts H] [--log-level L]"
 
 // serveFlags are serve's command line, parsed and checked.
 type serveFlags struct {
@@ -39,6 +40,7 @@ type serveFlags struct {
 	shutdownTimeout time.Duration
 	maxConns        int
 	corsOrigins     []string
+	allowedHosts    []string
 	logLevel        slog.Level
 }
 
@@ -66,7 +68,8 @@ func parseServeFlags(env Env, args []string) (f *serveFlags, status int, ok bool
 	fs.StringVar(&f.apiKeyFile, "api-key-file", "", "file holding the API key clients must send as a bearer token (/health and /ready stay open)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", api.DefaultShutdownTimeout, "how long a stop waits for requests in flight before aborting them")
 	fs.IntVar(&f.maxConns, "max-conns", api.DefaultMaxConns, "connections open at once; past it, a new one takes the place of the one idle (or silent) the longest, and waits only while every connection carries a request")
-	corsOrigins := fs.String("cors-origins", "", "comma-separated web origins whose pages may call the API from a browser (https://app.example.com), or * for any; a server on a loopback address also answers to their hosts; default none")
+	corsOrigins := fs.String("cors-origins", "", "comma-separated web origins whose pages may call the API from a browser (https://app.example.com), or * for any; the server also answers to their hosts; default none")
+	allowedHosts := fs.String("allowed-hosts", "", "comma-separated host names the server answers to besides its addresses, localhost, its host name and --addr's: names (stage-1.example.com), .example.com or *.example.com for a domain's, or * for any; a request naming another host is refused (403 forbidden_host), which keeps rebound DNS names out")
 	logLevel := fs.String("log-level", defaultLevel, "log level: debug, info, warn or error")
 	pos, status, ok := parse(fs, args)
 	if !ok {
@@ -87,17 +90,28 @@ func parseServeFlags(env Env, args []string) (f *serveFlags, status int, ok bool
 	if err := f.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fail("--log-level: %v", err)
 	}
-	for _, o := range strings.Split(*corsOrigins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			f.corsOrigins = append(f.corsOrigins, o)
-		}
+	f.corsOrigins = commaList(*corsOrigins)
+	f.allowedHosts = commaList(*allowedHosts)
+	if host, _, err := net.SplitHostPort(f.addr); err == nil && host != "" && net.ParseIP(host) == nil {
+		f.allowedHosts = append(f.allowedHosts, host) // the name it listens on
 	}
 	return f, 0, true
 }
 
+// commaList is the items of a comma-separated flag, spaces trimmed.
+func commaList(s string) []string {
+	var items []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	return items
+}
+
 // apiOptions are the HTTP server's options that come from the flags.
 func (f *serveFlags) apiOptions() api.Options {
-	return api.Options{ShutdownTimeout: f.shutdownTimeout, MaxConns: f.maxConns, CORSOrigins: f.corsOrigins,
+	return api.Options{ShutdownTimeout: f.shutdownTimeout, MaxConns: f.maxConns, CORSOrigins: f.corsOrigins, AllowedHosts: f.allowedHosts,
 		DefaultModel: f.defaultModel, StartPartial: f.startPartial}
 }
 

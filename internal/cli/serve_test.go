@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -44,5 +46,21 @@ func TestServeUsageErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
 		}
+	}
+}
+
+// TestServeAllowedHosts: --allowed-hosts is a comma-separated list, and a
+// server listening on a name answers to it too.
+func TestServeAllowedHosts(t *testing.T) {
+	f, _, ok := parseServeFlags(Env{Stderr: io.Discard}, []string{"--allowed-hosts", " a.example, .svc.cluster.local,", "--addr", "stage-1.internal:8101"})
+	if !ok {
+		t.Fatal("flags refused")
+	}
+	if got := f.apiOptions().AllowedHosts; !slices.Equal(got, []string{"a.example", ".svc.cluster.local", "stage-1.internal"}) {
+		t.Errorf("allowed hosts %q", got)
+	}
+	f, _, _ = parseServeFlags(Env{Stderr: io.Discard}, []string{"--addr", "10.0.0.7:8101"})
+	if got := f.apiOptions().AllowedHosts; len(got) != 0 {
+		t.Errorf("an address's allowed hosts: %q, want none", got)
 	}
 }

@@ -284,6 +284,22 @@ type InputError struct {
 
 func (e *InputError) Error() string { return "invalid input: " + e.Reason }
 
+// UpstreamError is the error answer of a replica that runs elsewhere (a
+// stage server refused the call, or its stage failed there): the
+// server's status, code and message. It is the server side's failure,
+// never the caller's: the runtime answers 502 with the upstream's code
+// (503 when the upstream said 503: overloaded or unavailable).
+type UpstreamError struct {
+	Where   string // who answered: "remote http://stage-1:8101"
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *UpstreamError) Error() string {
+	return fmt.Sprintf("%s answered %d %s: %s", e.Where, e.Status, e.Code, e.Message)
+}
+
 // ErrReplicaLost is wrapped by errors that mean the replica itself is gone
 // (its process died, its connection dropped). The runtime marks the replica
 // unhealthy and fails the requests bound to it.

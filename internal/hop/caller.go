@@ -98,7 +98,7 @@ func NewCaller(cfg *pipeline.Config, id int, client *Client, codec *payload.Code
 // and other errors for answers that do not fit the pipeline.
 func (c *Caller) Call(ctx context.Context, base string, job *engine.Job) error {
 	body, contentType := c.request(ctx, job)
-	err := c.call(ctx, base, job, body, contentType)
+	answered, err := c.call(ctx, base, job, body, contentType)
 	// The server may end its answer without reading all the input (its
 	// stage failed, or did not need the rest): stop the writer.
 	werr := body.Close()
@@ -110,7 +110,7 @@ func (c *Caller) Call(ctx context.Context, base string, job *engine.Job) error {
 		// The input could not be read: that is the call's error, the
 		// transport only saw a body that failed.
 		return body.inputErr()
-	case !body.taken() && errors.As(err, &te):
+	case !answered && !body.taken() && errors.As(err, &te):
 		te.Unsent = true
 	}
 	// When the writer could not encode the input, that is the call's
@@ -122,12 +122,19 @@ func (c *Caller) Call(ctx context.Context, base string, job *engine.Job) error {
 	return err
 }
 
-func (c *Caller) call(ctx context.Context, base string, job *engine.Job, body io.Reader, contentType string) error {
+// call makes the call and hands its output on; answered reports whether
+// the server answered (and may have run the stage).
+func (c *Caller) call(ctx context.Context, base string, job *engine.Job, body io.Reader, contentType string) (answered bool, err error) {
 	a, err := c.client.Open(ctx, base, body, contentType)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer a.Body.Close()
+	return true, c.readAnswer(ctx, job, a)
+}
+
+// readAnswer checks an answer and sends its stream's chunks to job.Out.
+func (c *Caller) readAnswer(ctx context.Context, job *engine.Job, a *Answer) error {
 	if err := c.checkAnswer(a); err != nil {
 		return err
 	}
@@ -147,7 +154,7 @@ func (c *Caller) call(ctx context.Context, base string, job *engine.Job, body io
 	for {
 		chunk, err := sr.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
 			return c.streamError(ctx, err)
@@ -156,7 +163,6 @@ func (c *Caller) call(ctx context.Context, base string, job *engine.Job, body io
 			return err
 		}
 	}
-	return nil
 }
 
 // checkAnswer checks an answer's headers against the route.
@@ -202,7 +208,7 @@ func (c *Caller) request(ctx context.Context, job *engine.Job) (*inputBody, stri
 	}
 	return &inputBody{open: func(b *inputBody) (io.Reader, error) {
 		pipe := newBufPipe(pipeBuffer)
-		b.startWriter(ctx, pipe, func(ctx context.Context) error { return c.writeInput(ctx, pipe, head, job.In) })
+		b.startWriter(ctx, pipe, func(ctx context.Context) error { return c.writeInput(ctx, pipe, head, b.track(job.In)) })
 		return pipe, nil
 	}}, ContentType
 }

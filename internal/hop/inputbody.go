@@ -8,6 +8,9 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
+
+	"github.com/omnistage/omnistage/internal/engine"
 )
 
 // errBodyClosed is what a read of a body closed before it was opened
@@ -22,12 +25,13 @@ var errBodyClosed = errors.New("hop: the call's body is closed")
 type inputBody struct {
 	open func(b *inputBody) (io.Reader, error)
 
-	mu      sync.Mutex
-	r       io.Reader // nil until opened
-	failed  error // why open failed
-	closed  bool
+	mu     sync.Mutex
+	r      io.Reader // nil until opened
+	failed error     // why open failed
+	closed bool
 
 	// The writer, when open started one.
+	took   atomic.Bool // the writer took a chunk of the job's input
 	pipe   *bufPipe
 	cancel context.CancelFunc // ends the writer's wait for its upstream
 	done   chan struct{}      // closed when the writer returned
@@ -67,11 +71,33 @@ func (b *inputBody) reader() (io.Reader, error) {
 	return b.r, b.failed
 }
 
-// taken reports whether the body was opened: whether the call may have
-// taken some of its job's input.
+// track returns in, which the writer reads the job's input from, noting
+// when a chunk is taken.
+func (b *inputBody) track(in engine.Source) engine.Source { return trackedSource{in, &b.took} }
+
+type trackedSource struct {
+	engine.Source
+	took *atomic.Bool
+}
+
+func (s trackedSource) Recv(ctx context.Context) (engine.Chunk, error) {
+	ch, err := s.Source.Recv(ctx)
+	if err == nil {
+		s.took.Store(true)
+	}
+	return ch, err
+}
+
+// taken reports whether the call may have taken some of its job's input:
+// the body was opened and, when it has a writer, that writer took a chunk
+// (a stream's header frame takes nothing). Call it after Close, which
+// stops the writer.
 func (b *inputBody) taken() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.done != nil {
+		return b.took.Load()
+	}
 	return b.r != nil || b.failed != nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/omnistage/omnistage/internal/apijson"
+	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 )
@@ -107,7 +108,7 @@ func Status(code orchestrator.Code) (int, string) {
 	case orchestrator.CodeAbortFailed:
 		// The abort is under way but its drain outlasted the timeout.
 		return http.StatusGatewayTimeout, TypeServer
-	case orchestrator.CodeReplicaLost:
+	case orchestrator.CodeReplicaLost, orchestrator.CodeUpstream:
 		return http.StatusBadGateway, TypeServer
 	case orchestrator.CodeDeadline:
 		return http.StatusGatewayTimeout, TypeServer
@@ -117,13 +118,15 @@ func Status(code orchestrator.Code) (int, string) {
 
 // Classify returns the status, OpenAI type and code of any error: an
 // *Error, a lost replica (502, whatever broke when it was lost: a stream
-// it cut short is a *payload.Error, and the server's failure), a
+// it cut short is a *payload.Error, and the server's failure), a stage
+// server's error answer (engine.UpstreamError: 502 with its code), a
 // *payload.Error (a 413 when too large, otherwise a 400), an
 // *http.MaxBytesError (413), or else whatever orchestrator.CodeOf says.
 func Classify(err error) (status int, typ, code string) {
 	var (
 		he *Error
 		rl *orchestrator.ReplicaLostError
+		ue *engine.UpstreamError
 		pe *payload.Error
 		me *http.MaxBytesError
 	)
@@ -133,6 +136,8 @@ func Classify(err error) (status int, typ, code string) {
 	case errors.As(err, &rl):
 		status, typ = Status(orchestrator.CodeReplicaLost)
 		return status, typ, string(orchestrator.CodeReplicaLost)
+	case errors.As(err, &ue):
+		return upstream(ue)
 	case errors.As(err, &pe):
 		if pe.Code == payload.CodeTooLarge {
 			return http.StatusRequestEntityTooLarge, TypeInvalidRequest, pe.Code
@@ -144,6 +149,21 @@ func Classify(err error) (status int, typ, code string) {
 	c := orchestrator.CodeOf(err)
 	status, typ = Status(c)
 	return status, typ, string(c)
+}
+
+// upstream classifies a stage server's error answer: the server side's
+// failure whatever its status (a 4xx there is a refusal of this server's
+// call, not of the client's request), with the upstream's own code; its
+// 503 stays a 503, which a client may retry.
+func upstream(ue *engine.UpstreamError) (status int, typ, code string) {
+	code = ue.Code
+	if code == "" {
+		code = string(orchestrator.CodeUpstream)
+	}
+	if ue.Status == http.StatusServiceUnavailable {
+		return http.StatusServiceUnavailable, TypeServer, code
+	}
+	return http.StatusBadGateway, TypeServer, code
 }
 
 func typeOf(status int) string {

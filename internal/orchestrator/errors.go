@@ -28,6 +28,7 @@ const (
 	CodeAbortFailed  Code = "abort_failed"   // an abort did not drain within its timeout
 	CodeReplicaLost  Code = "replica_lost"   // a replica bound to the request was lost: 502
 	CodeStageFailed  Code = "stage_failed"   // an engine failed: 500
+	CodeUpstream     Code = "upstream_error" // a stage server answered an error: 502 (503 for its 503s), with its own code
 	CodeInternal     Code = "internal_error" // a bug: 500
 	CodeDeadline     Code = "timeout"        // the caller's deadline passed: 504
 	codeUnclassified Code = ""
@@ -105,6 +106,7 @@ func CodeOf(err error) Code {
 		ie  *engine.InputError
 		stg *StageError
 		mb  *membudget.BusyError
+		ue  *engine.UpstreamError
 	)
 	switch {
 	case errors.As(err, &rl):
@@ -115,6 +117,8 @@ func CodeOf(err error) Code {
 		return e.Code
 	case errors.As(err, &mb):
 		return CodeOverloaded
+	case errors.As(err, &ue):
+		return CodeUpstream
 	case errors.As(err, &stg):
 		return CodeStageFailed
 	case errors.Is(err, context.DeadlineExceeded):

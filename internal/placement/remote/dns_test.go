@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/testengine"
+	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/payload"
@@ -133,7 +135,7 @@ func TestReplicasFromDNS(t *testing.T) {
 	gate := make(chan struct{})
 	for i, ln := range lns {
 		servers[i] = &countingServer{gate: gate}
-		startStageServerOn(t, ln, fmt.Sprintf(textPipeline, inprocDeploy), 1, key, servers[i].register, "http://vocoder.test")
+		startStageServerOn(t, ln, fmt.Sprintf(textPipeline, inprocDeploy), 1, key, servers[i].register, "vocoder.test")
 	}
 	dns := &fakeDNS{name: "vocoder.test"}
 	dns.set(hosts...)
@@ -213,4 +215,41 @@ func engineRegistry() *engine.Registry {
 	r := &engine.Registry{}
 	registerTestEngines(r)
 	return r
+}
+
+// TestHostNotAllowed: stage servers on loopback addresses behind one name
+// (several /etc/hosts lines) that do not answer to it (no --allowed-hosts)
+// refuse the calls, 403 forbidden_host; the front end's answer is then a
+// 502 with that code and the stage server's message, never a 500. With
+// the name allowed, they serve.
+func TestHostNotAllowed(t *testing.T) {
+	for _, allowed := range []bool{false, true} {
+		lns := listenSamePort(t, "127.0.0.2", "127.0.0.3")
+		_, port, _ := net.SplitHostPort(lns[0].Addr().String())
+		var hosts []string
+		if allowed {
+			hosts = []string{"vocoder.test"}
+		}
+		for _, ln := range lns {
+			startStageServerOn(t, ln, fmt.Sprintf(textPipeline, inprocDeploy), 1, "", registerTestEngines, hosts...)
+		}
+		dns := &fakeDNS{name: "vocoder.test"}
+		dns.set("127.0.0.2", "127.0.0.3")
+		cfg := testkit.Parse(t, fmt.Sprintf(textPipeline, fmt.Sprintf(
+			"    - {id: 0}\n    - {id: 1, placement: remote, endpoints: [\"http://vocoder.test:%s\"]}\n    - {id: 2}\n", port)))
+		o := orchtest.Start(t, cfg, orchestrator.Options{
+			Registry: engineRegistry(), Placements: placements(&remote.Placement{Pipeline: cfg, Codec: payload.NewCodec(nil), LookupHost: dns.lookup}),
+		}, 10*time.Second)
+		_, err := generate(o, orchestrator.Request{Prompt: engine.Prompt{Text: "hi"}})
+		if allowed {
+			if err != nil {
+				t.Fatalf("with the name allowed: %v", err)
+			}
+			continue
+		}
+		status, typ, code := httperr.Classify(err)
+		if status != http.StatusBadGateway || typ != httperr.TypeServer || code != httperr.CodeForbiddenHost || !strings.Contains(err.Error(), "--allowed-hosts") {
+			t.Fatalf("a stage server that refuses the name: %d %s %s: %v; want 502 %s %s naming --allowed-hosts", status, typ, code, err, httperr.TypeServer, httperr.CodeForbiddenHost)
+		}
+	}
 }

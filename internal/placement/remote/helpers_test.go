@@ -84,9 +84,9 @@ func startStageServerWith(t testing.TB, yaml string, stage int, key string, regi
 }
 
 // startStageServerOn is startStageServerWith serving on ln, answering to
-// the hosts of origins too (a server on loopback answers only to loopback
-// names otherwise).
-func startStageServerOn(t testing.TB, ln net.Listener, yaml string, stage int, key string, register func(*engine.Registry), origins ...string) (string, func()) {
+// the names of hosts too (a server answers only to its addresses and
+// loopback names otherwise).
+func startStageServerOn(t testing.TB, ln net.Listener, yaml string, stage int, key string, register func(*engine.Registry), hosts ...string) (string, func()) {
 	t.Helper()
 	cfg := testkit.Parse(t, yaml)
 	reg := &engine.Registry{}
@@ -95,7 +95,7 @@ func startStageServerOn(t testing.TB, ln net.Listener, yaml string, stage int, k
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New([]*orchestrator.Orchestrator{orch}, api.Options{Stage: &stage, Codec: payload.NewCodec([]byte(key)), ShutdownTimeout: 5 * time.Second, CORSOrigins: origins})
+	srv, err := api.New([]*orchestrator.Orchestrator{orch}, api.Options{Stage: &stage, Codec: payload.NewCodec([]byte(key)), ShutdownTimeout: 5 * time.Second, AllowedHosts: hosts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,10 @@ func TestRemoteSignedPayloads(t *testing.T) {
 
 	wrong := startLocal(t, fmt.Sprintf(textPipeline, remoteDeploy(map[int]string{1: url}, "")), payload.NewCodec([]byte("another-key-of-enough-length")))
 	_, err := generate(wrong, req)
-	if err == nil || !strings.Contains(err.Error(), payload.CodeKeyUnknown) || orchestrator.CodeOf(err) != orchestrator.CodeStageFailed {
+	// The stage server's refusal is this side's failure (a 502 with its
+	// code), never the client's or a 500.
+	var ue *engine.UpstreamError
+	if !errors.As(err, &ue) || ue.Status != 400 || ue.Code != payload.CodeKeyUnknown || orchestrator.CodeOf(err) != orchestrator.CodeUpstream {
 		t.Fatalf("wrong key: %v (code %s)", err, orchestrator.CodeOf(err))
 	}
 	unsigned := startLocal(t, fmt.Sprintf(textPipeline, remoteDeploy(map[int]string{1: url}, "")), nil)
@@ -509,12 +512,19 @@ pipeline:
 // requests bound to it move to the other one before anything was sent, and
 // all of them succeed; the gone one is out of service at once.
 func TestRemoteRefusedMovesRequest(t *testing.T) {
-	servers := fmt.Sprintf(textPipeline, inprocDeploy)
-	gone, stop := startStageServerStop(t, servers, 1, "")
-	alive := startStageServer(t, servers, 1, "")
-	deploy := fmt.Sprintf("    - {id: 0}\n    - {id: 1, placement: remote, endpoints: [%q, %q], health_interval: 1h}\n    - {id: 2}\n", gone, alive)
+	// The server that goes: it answers its probes on connections it then
+	// closes (none is left idle in the client's pool when it goes, to be
+	// reused and cut after the request was written), and is never called.
+	gone := httptest.NewServer(&fakeServer{
+		ready:  func(int) int { return http.StatusOK },
+		health: func(int) int { return http.StatusOK },
+		run:    func(w http.ResponseWriter, r *http.Request) { t.Error("the gone server was called") },
+	})
+	gone.Config.SetKeepAlivesEnabled(false)
+	alive := startStageServer(t, fmt.Sprintf(textPipeline, inprocDeploy), 1, "")
+	deploy := fmt.Sprintf("    - {id: 0}\n    - {id: 1, placement: remote, endpoints: [%q, %q], health_interval: 1h}\n    - {id: 2}\n", gone.URL, alive)
 	o := startLocal(t, fmt.Sprintf(textPipeline, deploy), nil)
-	stop()
+	gone.Close()
 	for i := range 4 {
 		if _, err := generate(o, orchestrator.Request{Prompt: engine.Prompt{Text: fmt.Sprint("hi ", i)}}); err != nil {
 			t.Fatalf("request %d: %v", i, err)

@@ -168,6 +168,10 @@ func (e *Engine) callError(ctx context.Context, err error) error {
 	case errors.As(err, &he) && he.Status == 400 && he.Code == "bad_request":
 		// The server's engine refused the request's own input or params.
 		return &engine.InputError{Reason: he.Message}
+	case errors.As(err, &he):
+		// The server refused this server's call (a key, a host, a payload
+		// of another configuration) or failed: this side's failure.
+		return &engine.UpstreamError{Where: "remote " + e.where, Status: he.Status, Code: he.Code, Message: he.Message}
 	}
 	return fmt.Errorf("remote %s: %w", e.where, err)
 }

@@ -381,6 +381,8 @@ spec:
             {{- end }}
             - "--addr"
             - {{ printf "0.0.0.0:%d" (int $root.Values.port) | quote }}
+            - "--allowed-hosts"
+            - {{ .hosts | quote }}
             {{- if $root.Values.keys.payloadAccepted.existingSecret }}
             - "--payload-key-file"
             - {{ include "omnistage.keyFile" (dict "key" "payload-accepted") | quote }}
@@ -534,4 +536,14 @@ spec:
   selector:
     matchLabels:
       {{- include "omnistage.selectorLabels" $sel | nindent 6 }}
+{{- end }}
+
+{{- /*
+omnistage.serviceHosts: the names a pod is called by through the Service
+.name, comma-separated (serve --allowed-hosts): the short name, with the
+namespace, with .svc, and the whole cluster name.
+*/}}
+{{- define "omnistage.serviceHosts" -}}
+{{- $ns := .root.Release.Namespace -}}
+{{- join "," (list .name (printf "%s.%s" .name $ns) (printf "%s.%s.svc" .name $ns) (printf "%s.%s.svc.%s" .name $ns .root.Values.clusterDomain)) -}}
 {{- end }}
