@@ -203,6 +203,23 @@ func (s *SliceSource) Recv(ctx context.Context) (Chunk, error) {
 	return c, nil
 }
 
+// ChanSource is a Source over a channel: it yields the chunks sent on it
+// until it is closed (then io.EOF).
+type ChanSource <-chan Chunk
+
+// Recv implements Source.
+func (s ChanSource) Recv(ctx context.Context) (Chunk, error) {
+	select {
+	case c, ok := <-s:
+		if !ok {
+			return Chunk{}, io.EOF
+		}
+		return c, nil
+	case <-ctx.Done():
+		return Chunk{}, ctx.Err()
+	}
+}
+
 // SliceSink is a Sink that appends to Chunks.
 type SliceSink struct {
 	Chunks []Chunk

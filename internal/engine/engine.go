@@ -108,15 +108,30 @@ type Job struct {
 	// entry stage).
 	Upstream string
 	// In yields the stage's input. The entry stage receives the prompt as one
-	// Text chunk.
+	// Text chunk, or, for a streamed request, the pieces of its text as they
+	// arrive (Prompt.Feed).
 	In Source
 	// Out takes the stage's output.
 	Out Sink
 }
 
-// Prompt is a request's original input.
+// Prompt is a request's original input. A request that entered whole has
+// all of it in Text. A streamed request's input arrives while it runs:
+// its Feed is set, holding the text received so far until it is done,
+// and Text holds what was known when the stage's job was made (for the
+// entry stage's own job, nothing). Current reads either.
 type Prompt struct {
 	Text string `json:"text"`
+	Feed *Feed  `json:"-"`
+}
+
+// Current returns the prompt's text so far and whether it is complete: Text
+// and true for a whole request, the feed's for a streamed one.
+func (p Prompt) Current() (text string, done bool) {
+	if p.Feed == nil {
+		return p.Text, true
+	}
+	return p.Feed.Text()
 }
 
 // Source is a stream of input chunks.

@@ -31,6 +31,13 @@ type Request struct {
 	// Params holds per-stage sampling params indexed by stage id (the
 	// aligner's at the pipeline's stage count); nil entries mean defaults.
 	Params []json.RawMessage
+	// Input, when set, streams the request's text instead of Prompt.Text
+	// (which must then be empty): the entry stage receives its Text chunks
+	// as they come, until io.EOF, and every stage's Prompt.Feed holds the
+	// text so far. Its Recv must return promptly once its ctx is
+	// cancelled; the request may stop reading it before its end (when it
+	// fails or is aborted).
+	Input engine.Source
 }
 
 // StageCall is one stage of the route run alone, on an input handed over
@@ -80,9 +87,10 @@ type submission struct {
 	prompt engine.Prompt
 	params []json.RawMessage
 	sel    *pipeline.Selection
-	// input is a stage call's input; nil for a request, whose entry stage
-	// takes the prompt.
-	input engine.Source
+	// input is a stage call's input, or a streamed request's; nil for a
+	// request whose entry stage takes the prompt.
+	input     engine.Source
+	stageCall bool
 }
 
 // request is one admitted request or stage call. Its fields are set before
@@ -134,7 +142,15 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 	if err != nil {
 		return nil, err
 	}
-	return o.submit(ctx, submission{id: req.ID, prompt: req.Prompt, params: req.Params, sel: sel})
+	sub := submission{id: req.ID, prompt: req.Prompt, params: req.Params, sel: sel}
+	if req.Input != nil {
+		if req.Prompt.Text != "" {
+			return nil, newError(CodeBadRequest, "a streamed request takes its text from its input only, not also from its prompt")
+		}
+		sub.prompt.Feed = engine.NewFeed()
+		sub.input = engine.Feeding(req.Input, sub.prompt.Feed)
+	}
+	return o.submit(ctx, sub)
 }
 
 // SubmitStage admits a stage call and starts it, as Submit does a
@@ -147,7 +163,7 @@ func (o *Orchestrator) SubmitStage(ctx context.Context, call StageCall) (*Stream
 	if err != nil {
 		return nil, err
 	}
-	return o.submit(ctx, submission{id: call.ID, prompt: call.Prompt, params: call.Params, sel: sel, input: call.Input})
+	return o.submit(ctx, submission{id: call.ID, prompt: call.Prompt, params: call.Params, sel: sel, input: call.Input, stageCall: true})
 }
 
 func (o *Orchestrator) checkReady() error {
@@ -172,7 +188,7 @@ func (o *Orchestrator) submit(ctx context.Context, sub submission) (*Stream, err
 	} else if err := checkID(sub.id); err != nil {
 		return nil, err
 	}
-	rq := &request{o: o, id: sub.id, sel: sub.sel, stageCall: sub.input != nil,
+	rq := &request{o: o, id: sub.id, sel: sub.sel, stageCall: sub.stageCall,
 		out: make(chan OutputChunk, o.cfg.Deploy.StreamBuffer), done: make(chan struct{}), submitted: time.Now()}
 	rq.ctx, rq.cancel = context.WithCancelCause(context.Background())
 	if err := o.admit(rq); err != nil {

@@ -366,7 +366,6 @@ func TestTalkerBadInput(t *testing.T) {
 		{name: "punctuation only", e: slt, in: []engine.Chunk{text("... -- !?")}, input: "text has nothing to speak"},
 		{name: "symbols only", e: kal, in: []engine.Chunk{text("日本語 🙂")}, input: "text has nothing to speak"},
 		{name: "too long", e: slt, in: []engine.Chunk{text(long)}, input: fmt.Sprintf("text is %d characters long; the limit is %d", len(long), MaxTextRunes)},
-		{name: "too long over chunks", e: slt, in: []engine.Chunk{text(long[:6000]), text(long[6000:])}, input: "text is"},
 		{name: "invalid utf-8", e: slt, in: []engine.Chunk{text("caf\xe9 au lait")}, input: "text is not valid UTF-8"},
 		{name: "NUL", e: slt, in: []engine.Chunk{text("hello\x00world")}, input: "text contains a NUL character"},
 		{name: "sentence too long", e: kal, params: `{"speed": 0.25}`, in: []engine.Chunk{text(strings.Repeat("7", 1200))},

@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"io"
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/flite/talker"
@@ -117,36 +117,68 @@ func (t *Talker) Warm(ctx context.Context) error {
 // Close implements engine.Engine; the voices live as long as the process.
 func (t *Talker) Close() error { return nil }
 
-// Process reads the whole text, splits it into sentences with flite's
+// Process reads the text as it comes (one chunk for a whole request, the
+// pieces of a streamed one), splits it into sentences with flite's
 // tokenizer and utterance-break rule, and sends one chunk per sentence as
-// soon as it is synthesized. Sentences without words (a lone "--") are
-// skipped; text without any word is an *engine.InputError.
+// soon as the sentence is complete and synthesized: a sentence is spoken
+// once the text after it settles where it ends (see pending), the rest at
+// the input's end, so a text gives the same chunks however it is cut into
+// pieces. Sentences without words (a lone "--") are skipped; text
+// without any word is an *engine.InputError.
 func (t *Talker) Process(ctx context.Context, job *engine.Job) error {
 	req, err := t.params(job.Params)
 	if err != nil {
 		return fmt.Errorf("flite-talker: %w", err)
 	}
-	chunks, err := engine.RecvAll(ctx, job.In)
-	if err != nil {
-		return err
-	}
-	var text strings.Builder
-	for _, c := range chunks {
+	sp := &speaker{t: t, req: req, out: job.Out, text: pending{voice: req.voice}}
+	for {
+		c, err := job.In.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
 		if c.Text == nil {
 			return fmt.Errorf("flite-talker: %w", &engine.InputError{Reason: fmt.Sprintf("talker input must be text, got %q", c.Kind())})
 		}
-		text.WriteString(c.Text.Text)
+		sp.text.add(c.Text.Text)
+		if err := sp.speak(ctx, false); err != nil {
+			return err
+		}
 	}
-	_, sentences, err := prepare(text.String(), req.voice.name)
-	if err != nil {
+	if err := sp.speak(ctx, true); err != nil {
+		return err
+	}
+	if sp.sent == 0 {
+		return fmt.Errorf("flite-talker: %w", &engine.InputError{Reason: "text has nothing to speak"})
+	}
+	return nil
+}
+
+// speaker speaks the sentences of one talker job as they complete.
+type speaker struct {
+	t    *Talker
+	req  request
+	out  engine.Sink
+	text pending
+	n    int // sentences cut so far
+	sent int // chunks sent
+}
+
+// speak synthesizes and sends the sentences that are complete (all of
+// them when final).
+func (sp *speaker) speak(ctx context.Context, final bool) error {
+	sentences, err := sp.text.take(final)
+	if err != nil && !(final && sp.sent > 0 && (err == errTextEmpty || err == errNoSpeakable)) {
 		return fmt.Errorf("flite-talker: %w", err)
 	}
-	sent := 0
-	for i, s := range sentences {
+	for _, s := range sentences {
+		sp.n++
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		c, err := t.sentence(req, s)
+		c, err := sp.t.sentence(sp.req, s)
 		if errors.Is(err, errEmpty) {
 			continue
 		}
@@ -154,15 +186,12 @@ func (t *Talker) Process(ctx context.Context, job *engine.Job) error {
 			return fmt.Errorf("flite-talker: %w", err)
 		}
 		if err := vocodable(c); err != nil {
-			return fmt.Errorf("flite-talker: sentence %d: %w", i+1, err)
+			return fmt.Errorf("flite-talker: sentence %d: %w", sp.n, err)
 		}
-		if err := job.Out.Send(ctx, c); err != nil {
+		if err := sp.out.Send(ctx, c); err != nil {
 			return err
 		}
-		sent++
-	}
-	if sent == 0 {
-		return fmt.Errorf("flite-talker: %w", &engine.InputError{Reason: "text has nothing to speak"})
+		sp.sent++
 	}
 	return nil
 }

@@ -31,6 +31,13 @@ func cleanText(text string) (string, error) {
 	return c.text, err
 }
 
+// The refusals of text that more text may make speakable (a streamed
+// request's first pieces).
+var (
+	errTextEmpty   = &engine.InputError{Reason: "text is empty"}
+	errNoSpeakable = &engine.InputError{Reason: "text has nothing to speak (no letters or digits)"}
+)
+
 // cleaned is cleaned text with, for each of its bytes, the character of
 // the input it came from.
 type cleaned struct {
@@ -62,7 +69,7 @@ func cleanTextMap(text string) (cleaned, error) {
 		return cleaned{}, &engine.InputError{Reason: fmt.Sprintf("text is %d characters long; the limit is %d", n, MaxTextRunes)}
 	}
 	if strings.TrimSpace(text) == "" {
-		return cleaned{}, &engine.InputError{Reason: "text is empty"}
+		return cleaned{}, errTextEmpty
 	}
 	b := make([]byte, 0, len(text))
 	origin := make([]int32, 0, len(text)+1)
@@ -102,7 +109,7 @@ func cleanTextMap(text string) (cleaned, error) {
 		speakable = ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9'
 	}
 	if !speakable {
-		return cleaned{}, &engine.InputError{Reason: "text has nothing to speak (no letters or digits)"}
+		return cleaned{}, errNoSpeakable
 	}
 	return c, nil
 }
