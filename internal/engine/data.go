@@ -60,6 +60,18 @@ type Chunk struct {
 	Words    *Words
 	// Data is a chunk of a kind the pipeline declares.
 	Data *Data
+	// Span, when set, is the sentence of the request's text the chunk
+	// begins to speak: the talker sets it on each sentence's chunk and a
+	// vocoder carries it onto the sentence's first audio block.
+	Span *Span
+}
+
+// Span is one sentence of a request's text: its index among the sentences
+// spoken (from 0), and its code points [Start, End) in the request's text
+// (for a streamed request, the text received so far).
+type Span struct {
+	Sentence   int
+	Start, End int
 }
 
 // Kind returns the kind of the field that is set, or "" for an empty chunk.

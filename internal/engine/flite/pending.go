@@ -5,6 +5,7 @@ package flite
 
 import (
 	"strings"
+	"unicode/utf8"
 )
 
 // pending is the text of a talker job that has arrived and is not spoken
@@ -17,6 +18,14 @@ import (
 type pending struct {
 	voice *voice
 	raw   string
+	base  int // code points of the text before raw (spoken already)
+}
+
+// sentence is a sentence cut from the text, with its code points
+// [start, end) in the whole text.
+type sentence struct {
+	text       string
+	start, end int
 }
 
 // add appends a piece of the text.
@@ -26,7 +35,7 @@ func (p *pending) add(piece string) { p.raw += piece }
 // and keeps the text after them; at the text's end (final) every sentence
 // is complete. Text that has nothing to speak yet is kept for more, unless
 // final.
-func (p *pending) take(final bool) ([]string, error) {
+func (p *pending) take(final bool) ([]sentence, error) {
 	c, err := cleanTextMap(p.raw)
 	if err != nil {
 		if !final && (err == errTextEmpty || err == errNoSpeakable) {
@@ -34,31 +43,33 @@ func (p *pending) take(final bool) ([]string, error) {
 		}
 		return nil, err
 	}
-	sentences := splitSentences(p.voice, c.text)
+	texts := splitSentences(p.voice, c.text)
+	complete := len(texts) - 1 // the last may go on
 	if final {
-		p.raw = ""
-		return sentences, nil
+		complete = len(texts)
 	}
-	complete := len(sentences) - 1 // the last may go on
 	if complete <= 0 {
 		return nil, nil
 	}
-	rest := sentenceStart(c.text, sentences, complete)
-	p.raw = p.raw[byteOfRune(p.raw, int(c.origin[rest])):]
-	return sentences[:complete], nil
-}
-
-// sentenceStart returns the byte offset in text of sentences[k], given
-// that the sentences are substrings of text, in order.
-func sentenceStart(text string, sentences []string, k int) int {
+	out := make([]sentence, complete)
 	pos := 0
-	for i, s := range sentences[:k+1] {
-		pos += strings.Index(text[pos:], s)
-		if i < k {
-			pos += len(s)
-		}
+	for i, s := range texts[:complete] {
+		pos += strings.Index(c.text[pos:], s)
+		start, end := c.span(pos, pos+len(s))
+		out[i] = sentence{text: s, start: p.base + start, end: p.base + end}
+		pos += len(s)
 	}
-	return pos
+	if final {
+		p.base += utf8.RuneCountInString(p.raw)
+		p.raw = ""
+		return out, nil
+	}
+	pos += strings.Index(c.text[pos:], texts[complete])
+	rest := int(c.origin[pos])
+	cut := byteOfRune(p.raw, rest)
+	p.base += rest
+	p.raw = p.raw[cut:]
+	return out, nil
 }
 
 // byteOfRune returns the byte offset of code point n of s (len(s) for n

@@ -27,14 +27,14 @@ var pendingTexts = []string{
 
 // cut returns the sentences a pending text gives when it arrives in
 // pieces.
-func cut(t *testing.T, voiceName string, pieces []string) []string {
+func cut(t *testing.T, voiceName string, pieces []string) []sentence {
 	t.Helper()
 	v, err := lookupVoice(voiceName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := pending{voice: v}
-	var got []string
+	var got []sentence
 	for _, piece := range pieces {
 		p.add(piece)
 		s, err := p.take(false)
@@ -64,21 +64,39 @@ func TestPendingCutsAsWhole(t *testing.T) {
 			if len(whole) == 0 {
 				t.Fatalf("%q has no sentences", text)
 			}
+			checkSpans(t, text, whole)
 			for i := range text {
 				if i == 0 {
 					continue
 				}
 				if got := cut(t, voice, []string{text[:i], text[i:]}); !reflect.DeepEqual(got, whole) {
-					t.Fatalf("%s: %q cut at %d gives %q, whole %q", voice, text, i, got, whole)
+					t.Fatalf("%s: %q cut at %d gives %+v, whole %+v", voice, text, i, got, whole)
 				}
 			}
 			for range 50 {
 				pieces := randomPieces(rng, text)
 				if got := cut(t, voice, pieces); !reflect.DeepEqual(got, whole) {
-					t.Fatalf("%s: %q in pieces %q gives %q, whole %q", voice, text, pieces, got, whole)
+					t.Fatalf("%s: %q in pieces %q gives %+v, whole %+v", voice, text, pieces, got, whole)
 				}
 			}
 		}
+	}
+}
+
+// checkSpans checks that each sentence's span is the part of text it was
+// cut from: in order, and cleaned, the sentence itself.
+func checkSpans(t *testing.T, text string, ss []sentence) {
+	t.Helper()
+	runes := []rune(text)
+	end := 0
+	for _, s := range ss {
+		if s.start < end || s.end <= s.start || s.end > len(runes) {
+			t.Fatalf("%q: sentence %q has span [%d, %d) after %d", text, s.text, s.start, s.end, end)
+		}
+		if c, _ := cleanText(string(runes[s.start:s.end])); strings.TrimSpace(c) != s.text {
+			t.Errorf("%q: the span [%d, %d) of sentence %q cleans to %q", text, s.start, s.end, s.text, c)
+		}
+		end = s.end
 	}
 }
 
@@ -171,4 +189,38 @@ func TestTalkerStreamedLimits(t *testing.T) {
 	}
 	_, err = run(slt, "", engine.Chunk{Text: &engine.Text{Text: "Hi. "}}, engine.Chunk{Text: &engine.Text{Text: strings.Repeat("w", MaxTextRunes+1)}})
 	checkErr(t, err, "text is", "")
+}
+
+// TestSpansReachAudio: each sentence's chunk names its sentence and its
+// span of the text, and the vocoder carries it onto the sentence's first
+// audio block, for both kinds of voice.
+func TestSpansReachAudio(t *testing.T) {
+	text := "First one here. And the second!"
+	for _, voice := range []string{"slt", "kal16"} {
+		mid, err := run(talkerFor(t, voice), "", engine.Chunk{Text: &engine.Text{Text: text}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []engine.Span{{Sentence: 0, Start: 0, End: 15}, {Sentence: 1, Start: 16, End: 31}}
+		out, err := run(vocoderFor(t, voice), "", mid...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var spans []engine.Span
+		first := true
+		for _, c := range out {
+			switch {
+			case c.Span != nil && !first:
+				t.Errorf("%s: a span on a block that does not begin a sentence: %+v", voice, *c.Span)
+			case c.Span != nil:
+				spans = append(spans, *c.Span)
+			case first:
+				t.Errorf("%s: a sentence's first block has no span", voice)
+			}
+			first = c.Audio.EndOfSentence
+		}
+		if !reflect.DeepEqual(spans, want) {
+			t.Errorf("%s: spans %+v, want %+v", voice, spans, want)
+		}
+	}
 }

@@ -178,7 +178,7 @@ func (sp *speaker) speak(ctx context.Context, final bool) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		c, err := sp.t.sentence(sp.req, s)
+		c, err := sp.t.sentence(sp.req, s.text)
 		if errors.Is(err, errEmpty) {
 			continue
 		}
@@ -188,6 +188,7 @@ func (sp *speaker) speak(ctx context.Context, final bool) error {
 		if err := vocodable(c); err != nil {
 			return fmt.Errorf("flite-talker: sentence %d: %w", sp.n, err)
 		}
+		c.Span = &engine.Span{Sentence: sp.sent, Start: s.start, End: s.end}
 		if err := sp.out.Send(ctx, c); err != nil {
 			return err
 		}

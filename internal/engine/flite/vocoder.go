@@ -182,7 +182,7 @@ func (v *Vocoder) Process(ctx context.Context, job *engine.Job) error {
 // chunk validates one input chunk (a sentence), vocodes it and sends its
 // audio to out in blocks, then the sentence's end mark.
 func (v *Vocoder) chunk(ctx context.Context, c engine.Chunk, seed uint32, out engine.Sink) error {
-	rs := &rateSink{Sink: out}
+	rs := &rateSink{Sink: out, span: c.Span}
 	if err := v.blocks(ctx, c, seed, rs); err != nil {
 		return err
 	}
@@ -192,15 +192,18 @@ func (v *Vocoder) chunk(ctx context.Context, c engine.Chunk, seed uint32, out en
 	return out.Send(ctx, engine.Chunk{Audio: &engine.Audio{SampleRate: rs.rate, EndOfSentence: true}})
 }
 
-// rateSink notes the sample rate of the audio sent through it.
+// rateSink notes the sample rate of the audio sent through it, and puts
+// the sentence's span on its first block.
 type rateSink struct {
 	engine.Sink
 	rate int
+	span *engine.Span
 }
 
 func (s *rateSink) Send(ctx context.Context, c engine.Chunk) error {
 	if c.Audio != nil {
 		s.rate = c.Audio.SampleRate
+		c.Span, s.span = s.span, nil
 	}
 	return s.Sink.Send(ctx, c)
 }
