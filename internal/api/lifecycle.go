@@ -34,9 +34,15 @@ const abortGrace = 2 * time.Second
 // Run returns nil after a stop caused by ctx, or the error that stopped it
 // (the pipeline failed to warm, the listener failed). It closes ln.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	limited := newLimitListener(ln, s.opts.MaxConns)
 	hs := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ownedBy(r)
+			if r.ProtoMajor == 1 && limited.nearLimit() {
+				// A connection kept alive now would be the next to go:
+				// its client's next request must open a new one.
+				w.Header().Set("Connection", "close")
+			}
 			s.handler.ServeHTTP(w, r)
 		}),
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
@@ -51,7 +57,6 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	// Connections are bounded (limitListener), and net/http's own answers
 	// on them are in the JSON error shape (answerConn).
-	limited := newLimitListener(ln, s.opts.MaxConns)
 	answering := &answerListener{Listener: limited, answered: s.answeredEarly, headerTimeout: s.opts.ReadHeaderTimeout}
 	hs.ConnState = func(c net.Conn, state http.ConnState) {
 		if ac, ok := c.(*answerConn); ok {
@@ -119,137 +124,6 @@ func (s *Server) stageAttr() slog.Value {
 		return slog.StringValue("all")
 	}
 	return slog.IntValue(*s.opts.Stage)
-}
-
-// limitListener bounds the connections open at once. When max are open,
-// a new connection is accepted by closing one that holds a slot without
-// using it: the one idle the longest (kept alive between requests), else
-// the one that has sent nothing the longest (a silent or slow socket). Only
-// when every open connection carries a request does the new one wait. So
-// idle and silent connections cannot lock clients out; they are the first
-// to go under pressure, like a shorter idle timeout. The server reports the
-// connections' states through track (http.Server.ConnState).
-type limitListener struct {
-	net.Listener
-	sem       chan struct{}
-	closed    chan struct{}
-	closeOnce sync.Once
-
-	mu    sync.Mutex
-	spare map[*limitConn]spareConn // idle or new connections, evictable
-}
-
-// spareConn is a connection that holds a slot without a request under way.
-type spareConn struct {
-	idle  bool // kept alive after a request (else: new, nothing read yet)
-	since time.Time
-}
-
-func newLimitListener(l net.Listener, max int) *limitListener {
-	return &limitListener{Listener: l, sem: make(chan struct{}, max), closed: make(chan struct{}), spare: map[*limitConn]spareConn{}}
-}
-
-// Accept implements net.Listener.
-func (l *limitListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	for {
-		select {
-		case l.sem <- struct{}{}:
-			return &limitConn{Conn: c, release: l.release}, nil
-		case <-l.closed:
-			c.Close()
-			return nil, net.ErrClosed
-		default:
-		}
-		if victim := l.evictable(); victim != nil {
-			victim.Close() // its slot is free when Close returns
-			continue
-		}
-		// Every connection is busy: wait for a slot, looking again now and
-		// then, since a connection may go idle meanwhile.
-		select {
-		case l.sem <- struct{}{}:
-			return &limitConn{Conn: c, release: l.release}, nil
-		case <-l.closed:
-			c.Close()
-			return nil, net.ErrClosed
-		case <-time.After(evictPoll):
-		}
-	}
-}
-
-// evictPoll is how often a new connection waiting for a slot looks again
-// for one to evict.
-const evictPoll = 50 * time.Millisecond
-
-// evictable returns the connection to close for a new one: the longest
-// idle, else the longest silent; nil when every connection is busy.
-func (l *limitListener) evictable() *limitConn {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var best *limitConn
-	var bestS spareConn
-	for c, s := range l.spare {
-		if best == nil || s.idle && !bestS.idle || s.idle == bestS.idle && s.since.Before(bestS.since) {
-			best, bestS = c, s
-		}
-	}
-	delete(l.spare, best)
-	return best
-}
-
-func (l *limitListener) release(c *limitConn) {
-	l.mu.Lock()
-	delete(l.spare, c)
-	l.mu.Unlock()
-	<-l.sem
-}
-
-// track is http.Server.ConnState: it notes which connections hold a slot
-// without a request under way.
-func (l *limitListener) track(nc net.Conn, state http.ConnState) {
-	c, ok := nc.(*limitConn)
-	if !ok {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch state {
-	case http.StateNew, http.StateIdle:
-		l.spare[c] = spareConn{idle: state == http.StateIdle, since: time.Now()}
-	default:
-		delete(l.spare, c)
-	}
-}
-
-// Close implements net.Listener.
-func (l *limitListener) Close() error {
-	l.closeOnce.Do(func() { close(l.closed) })
-	return l.Listener.Close()
-}
-
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func(*limitConn)
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { c.release(c) })
-	return err
-}
-
-// CloseWrite lets the server half-close TCP connections as it does without
-// the wrapper.
-func (c *limitConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
 }
 
 // pipelineNames lists the pipelines served, for log lines.
