@@ -164,11 +164,12 @@ func encodes(format string) bool { return format != formatWAV && format != forma
 
 // encodeAll encodes a into format, whole.
 func encodeAll(format string, a *engine.Audio) ([]byte, error) {
-	return encode.Whole(format, a.SampleRate, a.Samples, encode.Options{})
+	return encode.Whole(format, a.SampleRate, a.Samples, encodeOptions)
 }
 
 // speechWhole answers with the whole audio file once the request ends,
-// with its length, and the word timestamps in a header when they fit.
+// with its length, and the word timestamps in a header when they fit, on
+// the file's timeline (moved by leadMs).
 func (s *Server) speechWhole(w http.ResponseWriter, r *http.Request, st *orchestrator.Stream, p *speechPlan) {
 	outs, err := st.Collect(r.Context())
 	if err != nil {
@@ -212,6 +213,7 @@ func (s *Server) speechWhole(w http.ResponseWriter, r *http.Request, st *orchest
 		n += audio.WAVHeaderLen
 	}
 	if p.timestamps {
+		words = shiftWords(words, leadMs(p.format, a.SampleRate))
 		if stamps := headerJSON(words); len(stamps) <= MaxTimestampsHeader {
 			h.Set(headerTimestamps, stamps)
 		} else {

@@ -120,7 +120,7 @@ func (ss *streamedSpeech) start(rate int) error {
 	}
 	h := ss.w.Header()
 	h.Set(headerSampleRate, strconv.Itoa(rate))
-	ss.form.start(h)
+	ss.form.start(h, leadMs(ss.p.format, rate))
 	ss.w.WriteHeader(http.StatusOK)
 	ss.enc, ss.rate = enc, rate
 	return nil
@@ -158,8 +158,9 @@ func (ss *streamedSpeech) fail(err error) {
 // audio or server-sent events. Errors of the methods that write are the
 // client's connection failing, as sendErrors.
 type streamForm interface {
-	// start sets the form's headers; the answer starts.
-	start(h http.Header)
+	// start sets the form's headers; the answer starts. Word timestamps
+	// go out leadMs later than the aligner has them.
+	start(h http.Header, leadMs int)
 	// audio sends a piece of the audio.
 	audio(b []byte) error
 	// words takes a sentence's word timestamps.
@@ -179,7 +180,7 @@ type chunkedForm struct {
 	format string
 }
 
-func (f *chunkedForm) start(h http.Header) {
+func (f *chunkedForm) start(h http.Header, _ int) {
 	h.Set("Content-Type", contentType(f.format))
 	h.Set("Trailer", headerStreamError)
 }
@@ -196,17 +197,19 @@ func (f *chunkedForm) fail(err error) {
 // sseForm is stream_format sse: a speech.audio.delta event per piece of
 // audio, a speech.word_timestamps event per sentence as soon as the answer
 // started (those before it are held to the end), then the timings and
-// speech.audio.done; a failure is an error event.
+// speech.audio.done; a failure is an error event. The timestamps are on
+// the timeline of the audio the deltas make up, moved by leadMs.
 type sseForm struct {
 	ev      *eventWriter
 	started bool
+	leadMs  int
 	held    []engine.Word // timestamps not sent yet
 	sent    bool          // a timestamps event was sent
 }
 
-func (f *sseForm) start(h http.Header) {
+func (f *sseForm) start(h http.Header, leadMs int) {
 	setEventHeaders(h, true)
-	f.started = true
+	f.started, f.leadMs = true, leadMs
 }
 
 func (f *sseForm) audio(b []byte) error {
@@ -218,7 +221,7 @@ func (f *sseForm) words(w []engine.Word) error {
 		f.held = append(f.held, w...)
 		return nil
 	}
-	if err := f.ev.send(apijson.SpeechEvent{Type: apijson.SpeechTimestamps, Words: w}); err != nil {
+	if err := f.ev.send(apijson.SpeechEvent{Type: apijson.SpeechTimestamps, Words: shiftWords(w, f.leadMs)}); err != nil {
 		return sendError{err}
 	}
 	f.sent = true
@@ -227,7 +230,7 @@ func (f *sseForm) words(w []engine.Word) error {
 
 func (f *sseForm) done(st *orchestrator.Stream, p *speechPlan, durationMs int) error {
 	if p.timestamps && (!f.sent || len(f.held) > 0) {
-		words := f.held
+		words := shiftWords(f.held, f.leadMs)
 		if words == nil {
 			words = []engine.Word{}
 		}
@@ -266,7 +269,7 @@ func newStreamEncoder(format string, rate int, wavHeader bool) (*streamEncoder, 
 	e := &streamEncoder{format: format}
 	switch {
 	case encodes(format):
-		enc, err := encode.New(format, &e.encoded, rate, encode.Options{})
+		enc, err := encode.New(format, &e.encoded, rate, encodeOptions)
 		if err != nil {
 			return nil, fmt.Errorf("encoding %s: %w", format, err)
 		}

@@ -141,6 +141,7 @@ func (c *sayCommand) run(ctx context.Context, env Env) int {
 		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
 		return ExitFailure
 	}
+	result.words = delayWords(result.words, encode.Lead(c.audioFormat, result.audio.SampleRate, encode.Options{}))
 	if c.captionFormat != "" {
 		if err := c.writeCaptions(result.words); err != nil {
 			fmt.Fprintf(env.Stderr, "omnistage say: captions: %v\n", err)
@@ -172,6 +173,18 @@ func (c *sayCommand) writeCaptions(words []engine.Word) error {
 		return err
 	}
 	return os.WriteFile(c.captionsPath, b.Bytes(), 0o644)
+}
+
+// delayWords moves words lead later, to whole milliseconds: the times at
+// which a file whose format plays its audio lead late (aac, which cannot
+// state its encoder's priming: encode.Lead) plays them.
+func delayWords(words []engine.Word, lead time.Duration) []engine.Word {
+	ms := int((lead + time.Millisecond/2) / time.Millisecond)
+	for i := range words {
+		words[i].StartMs += ms
+		words[i].EndMs += ms
+	}
+	return words
 }
 
 // sayText returns the text to speak: the arguments, or stdin for "-".

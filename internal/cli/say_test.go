@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,5 +135,55 @@ func TestSayFormatsAndCaptions(t *testing.T) {
 	}
 	if _, stderr, code := runCLIStdin(t, "", "say", "--format", "ogg", "hi"); code != ExitUsage || !strings.Contains(stderr, "mp3, opus") {
 		t.Errorf("--format ogg: exit %d, %s", code, stderr)
+	}
+}
+
+// TestSayAACTimestamps checks that the timestamps and captions of an aac
+// file are 64 ms later than those of the same speech as wav: ADTS cannot
+// state the encoder's priming, which players play first. mp3's Info tag
+// states its delay, so its times are wav's.
+func TestSayAACTimestamps(t *testing.T) {
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Skip("no ffmpeg (scripts/install-deps.sh installs it)")
+	}
+	dir := t.TempDir()
+	text := "Hello there! The fox paid five dollars."
+	say := func(ext string) ([]engine.Word, string) {
+		out, vtt := filepath.Join(dir, "a."+ext), filepath.Join(dir, ext+".vtt")
+		stdout, stderr, code := runCLIStdin(t, "", "say", "--timestamps", "--captions", vtt, "-o", out, text)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", ext, code, stderr)
+		}
+		var words []engine.Word
+		if err := json.Unmarshal([]byte(stdout), &words); err != nil {
+			t.Fatalf("%s: timestamps JSON: %v\n%s", ext, err, stdout)
+		}
+		b, err := os.ReadFile(vtt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return words, string(b)
+	}
+	wav, wavCaptions := say("wav")
+	for _, tc := range []struct {
+		ext      string
+		shift    int
+		firstCue string
+	}{
+		{"mp3", 0, "\n00:00:00.%03d --> "},
+		{"aac", 64, "\n00:00:00.%03d --> "},
+	} {
+		words, captions := say(tc.ext)
+		if len(words) != len(wav) {
+			t.Fatalf("%s: %d words, wav has %d", tc.ext, len(words), len(wav))
+		}
+		for i := range wav {
+			if words[i].StartMs != wav[i].StartMs+tc.shift || words[i].EndMs != wav[i].EndMs+tc.shift {
+				t.Errorf("%s: word %+v, want wav's %+v %d ms later", tc.ext, words[i], wav[i], tc.shift)
+			}
+		}
+		if cue := fmt.Sprintf(tc.firstCue, wav[0].StartMs+tc.shift); !strings.Contains(captions, cue) {
+			t.Errorf("%s: captions without the cue time %q:\n%s\n(wav's:\n%s)", tc.ext, cue, captions, wavCaptions)
+		}
 	}
 }

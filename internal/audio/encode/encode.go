@@ -133,24 +133,8 @@ type Encoder interface {
 // ErrUnsupported error; a format this process cannot encode is an
 // ErrUnavailable error. New writes nothing to w.
 func New(format string, w io.Writer, sampleRate int, opts Options) (Encoder, error) {
-	if _, ok := ContentType(format); !ok {
-		return nil, fmt.Errorf("encode: format %q: %w (want one of %v)", format, ErrUnsupported, Formats())
-	}
-	if sampleRate < audio.MinRate || sampleRate > audio.MaxRate {
-		return nil, fmt.Errorf("encode: %s: sample rate %d Hz: %w (want %d to %d Hz)",
-			format, sampleRate, ErrUnsupported, audio.MinRate, audio.MaxRate)
-	}
-	if opts.TotalSamples < 0 {
-		return nil, fmt.Errorf("encode: %s: %d total samples: %w", format, opts.TotalSamples, ErrUnsupported)
-	}
-	if r, ok := bitrateRange[format]; ok {
-		switch {
-		case opts.Bitrate == 0:
-			opts.Bitrate = DefaultBitrate(format)
-		case opts.Bitrate < r[0] || opts.Bitrate > r[1]:
-			return nil, fmt.Errorf("encode: %s: bitrate %d bit/s: %w (want %d to %d)",
-				format, opts.Bitrate, ErrUnsupported, r[0], r[1])
-		}
+	if err := check(format, sampleRate, &opts); err != nil {
+		return nil, err
 	}
 	switch format {
 	case MP3:
@@ -166,6 +150,30 @@ func New(format string, w io.Writer, sampleRate int, opts Options) (Encoder, err
 	default:
 		return newPCM(w), nil
 	}
+}
+
+// check checks New's arguments, and sets opts.Bitrate's default.
+func check(format string, sampleRate int, opts *Options) error {
+	if _, ok := ContentType(format); !ok {
+		return fmt.Errorf("encode: format %q: %w (want one of %v)", format, ErrUnsupported, Formats())
+	}
+	if sampleRate < audio.MinRate || sampleRate > audio.MaxRate {
+		return fmt.Errorf("encode: %s: sample rate %d Hz: %w (want %d to %d Hz)",
+			format, sampleRate, ErrUnsupported, audio.MinRate, audio.MaxRate)
+	}
+	if opts.TotalSamples < 0 {
+		return fmt.Errorf("encode: %s: %d total samples: %w", format, opts.TotalSamples, ErrUnsupported)
+	}
+	if r, ok := bitrateRange[format]; ok {
+		switch {
+		case opts.Bitrate == 0:
+			opts.Bitrate = DefaultBitrate(format)
+		case opts.Bitrate < r[0] || opts.Bitrate > r[1]:
+			return fmt.Errorf("encode: %s: bitrate %d bit/s: %w (want %d to %d)",
+				format, opts.Bitrate, ErrUnsupported, r[0], r[1])
+		}
+	}
+	return nil
 }
 
 // errClosed is what Write returns after Close.
@@ -189,7 +197,19 @@ func Whole(format string, sampleRate int, samples []int16, opts Options) ([]byte
 	if cerr := enc.Close(); err == nil {
 		err = cerr
 	}
+	if f, ok := enc.(finalHeader); ok && err == nil {
+		copy(b.Bytes(), f.finalHeader())
+	}
 	return b.Bytes(), err
+}
+
+// finalHeader is an Encoder whose output starts with a header that only
+// Close can complete, as mp3's Info tag: a stream has it as it was first
+// written, and Whole, which holds the whole file, puts in the final one.
+type finalHeader interface {
+	// finalHeader returns the completed header, as long as the one
+	// written, after a Close that succeeded.
+	finalHeader() []byte
 }
 
 // nextRate returns the lowest of rates (ascending) at or above rate, or the
