@@ -114,6 +114,29 @@ func TestBuiltinParamsRefused(t *testing.T) {
 	}
 }
 
+// TestBuiltinUnspeakableRefused: text the voices have nothing of to speak
+// (another script) is refused at admission, by the talker's check, with
+// what the voices can speak, and nothing runs; ligatures and full-width
+// letters are Latin and spoken.
+func TestBuiltinUnspeakableRefused(t *testing.T) {
+	f := realFixture(t, "builtin:tts", "")
+	for _, text := range []string{"Привет мир", "Γειά σου κόσμε", "日本語"} {
+		resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts", "input": text, "response_format": "pcm"})
+		wantError(t, resp, body, http.StatusBadRequest, "bad_request", "stage 0 (talker): flite-talker: invalid input: text has nothing to speak (no letters or digits): the voices speak English")
+	}
+	for _, l := range strings.Split(grepLines(f.metricsText(), "omnistage_stage_duration_seconds_count"), "\n") {
+		if !strings.HasSuffix(l, " 0") {
+			t.Errorf("a stage ran: %s", l)
+		}
+	}
+	for _, text := range []string{"\ufb01ne \ufb02ow", "\uff28\uff49 there"} {
+		resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts", "input": text, "response_format": "pcm"})
+		if resp.StatusCode != http.StatusOK || len(body) == 0 {
+			t.Errorf("%q: %d %s", text, resp.StatusCode, body)
+		}
+	}
+}
+
 const realText = "The quick brown fox jumps over the lazy dog. It was not amused."
 
 func TestBuiltinSpeech(t *testing.T) {

@@ -92,6 +92,15 @@ type ParamsChecker interface {
 	CheckParams(params json.RawMessage) error
 }
 
+// PromptChecker is implemented by engines that can tell, before anything
+// runs, that they cannot take a request's text (a talker that has nothing
+// of it to speak). The error should be an *InputError that says what the
+// engine can take. A streamed request is not checked: its text comes
+// later, and the engine refuses it then.
+type PromptChecker interface {
+	CheckPrompt(text string, params json.RawMessage) error
+}
+
 // Job is one request as seen by one stage.
 type Job struct {
 	// RequestID is the caller's id, for logs only.

@@ -143,7 +143,11 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 		return nil, err
 	}
 	sub := submission{id: req.ID, prompt: req.Prompt, params: req.Params, sel: sel}
-	if req.Input != nil {
+	if req.Input == nil {
+		if err := o.checkPrompt(sel, req.Prompt.Text, req.Params); err != nil {
+			return nil, err
+		}
+	} else {
 		if req.Prompt.Text != "" {
 			return nil, newError(CodeBadRequest, "a streamed request takes its text from its input only, not also from its prompt")
 		}
@@ -218,6 +222,25 @@ func (o *Orchestrator) submit(ctx context.Context, sub submission) (*Stream, err
 
 // noClient is stopOnClient for a ctx that is never cancelled.
 func noClient() bool { return false }
+
+// checkPrompt asks the entry stage's engine, when it runs here, whether
+// it can take the request's text (engine.PromptChecker): a text it has
+// nothing of to speak is refused before any stage runs.
+func (o *Orchestrator) checkPrompt(sel *pipeline.Selection, text string, params []json.RawMessage) error {
+	id := sel.Stages[0]
+	st := o.stages[id]
+	if st == nil {
+		return nil
+	}
+	c := st.promptChecker()
+	if c == nil {
+		return nil
+	}
+	if err := c.CheckPrompt(text, paramAt(params, id)); err != nil {
+		return fmt.Errorf("stage %d (%s): %w", id, st.name, err)
+	}
+	return nil
+}
 
 // CheckParams checks a request's sampling params for sel, the way
 // pipeline.Selection.CheckParams orders it: each entry's value first, then

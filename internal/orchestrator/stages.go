@@ -90,6 +90,20 @@ func (o *Orchestrator) buildStage(id int, m *metrics) (*stageRun, error) {
 // runs: a healthy replica's engine, when the stage's engine runs here and
 // can (engine.ParamsChecker; every replica checks alike); nil otherwise.
 func (st *stageRun) checker() engine.ParamsChecker {
+	c, _ := st.engineHere().(engine.ParamsChecker)
+	return c
+}
+
+// promptChecker returns the stage's engine as a PromptChecker, when it
+// runs here and is one.
+func (st *stageRun) promptChecker() engine.PromptChecker {
+	c, _ := st.engineHere().(engine.PromptChecker)
+	return c
+}
+
+// engineHere returns a healthy replica's engine when the stage runs in
+// this process, else nil.
+func (st *stageRun) engineHere() engine.Engine {
 	if !st.inproc {
 		return nil
 	}
@@ -97,8 +111,7 @@ func (st *stageRun) checker() engine.ParamsChecker {
 	if r == nil {
 		return nil
 	}
-	c, _ := r.Engine.(engine.ParamsChecker)
-	return c
+	return r.Engine
 }
 
 // driver returns the registered driver of engineName, once it has checked

@@ -23,6 +23,7 @@ type Talker struct {
 var (
 	_ engine.Engine        = (*Talker)(nil)
 	_ engine.ParamsChecker = (*Talker)(nil)
+	_ engine.PromptChecker = (*Talker)(nil)
 )
 
 // options are the flite engines' deploy options.
@@ -100,6 +101,16 @@ func (t *Talker) params(raw json.RawMessage) (request, error) {
 		r.stretch = r.voice.durStretch / float32(*p.Speed)
 	}
 	return r, nil
+}
+
+// CheckPrompt implements engine.PromptChecker: it refuses text that the
+// talker would refuse (nothing to speak, too long, not UTF-8), before any
+// stage runs.
+func (t *Talker) CheckPrompt(text string, params json.RawMessage) error {
+	if _, err := cleanTextMap(text); err != nil {
+		return fmt.Errorf("flite-talker: %w", err)
+	}
+	return nil
 }
 
 // CheckParams implements engine.ParamsChecker.

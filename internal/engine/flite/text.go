@@ -10,6 +10,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/omnistage/omnistage/internal/engine"
 )
 
@@ -35,8 +37,32 @@ func cleanText(text string) (string, error) {
 // request's first pieces).
 var (
 	errTextEmpty   = &engine.InputError{Reason: "text is empty"}
-	errNoSpeakable = &engine.InputError{Reason: "text has nothing to speak (no letters or digits)"}
+	errNoSpeakable = &engine.InputError{Reason: "text has nothing to speak (no letters or digits): the voices speak English, and read Latin letters (accents dropped) and digits; other scripts (Cyrillic, Greek, CJK, ...) and symbols are skipped"}
 )
+
+// asciiOf returns what a character other than ASCII is read as: its
+// transliteration (é → e, ’ → '), else its compatibility decomposition
+// when that is all ASCII, combining marks dropped (the ligature ﬁ → fi,
+// full-width Ａ → A, ² → 2), else a space.
+func asciiOf(r rune) string {
+	if t, ok := translit[r]; ok {
+		return t
+	}
+	var b strings.Builder
+	for _, d := range norm.NFKD.String(string(r)) {
+		switch {
+		case d >= 0x20 && d < 0x7f:
+			b.WriteRune(d)
+		case unicode.Is(unicode.Mn, d):
+		default:
+			return " "
+		}
+	}
+	if b.Len() == 0 {
+		return " "
+	}
+	return b.String()
+}
 
 // cleaned is cleaned text with, for each of its bytes, the character of
 // the input it came from.
@@ -91,11 +117,7 @@ func cleanTextMap(text string) (cleaned, error) {
 		case unicode.Is(unicode.Mn, r):
 			// A combining accent: the base letter before it is kept.
 		default:
-			if t, ok := translit[r]; ok {
-				put(t)
-			} else {
-				put(" ")
-			}
+			put(asciiOf(r))
 		}
 		ri++
 	}
