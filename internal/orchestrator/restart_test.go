@@ -332,3 +332,26 @@ func TestShutdownDuringRestartBackoff(t *testing.T) {
 	}
 	goleak.VerifyNone(t)
 }
+
+// TestRequestWaitsForRestart: a request that arrives while the only
+// replica of a stage is being restarted waits for the new one and is
+// served, rather than refused as unavailable.
+func TestRequestWaitsForRestart(t *testing.T) {
+	f := newFixture(t, setup{opts: func(o *Options) {
+		o.RestartBackoff = 100 * time.Millisecond // well past the request's arrival
+		o.RestartBackoffMax = 100 * time.Millisecond
+	}})
+	lost := f.engineOf("vocoder/0")
+	lost.Lose()
+	testkit.Eventually(t, "the replica out of service", func() bool { return f.o.Stats().Stages[1].Healthy == 0 })
+	s, err := f.o.Submit(context.Background(), Request{ID: "after"})
+	if err != nil {
+		t.Fatalf("a request while the stage restarts: %v", err)
+	}
+	if _, err := collect(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if f.engineOf("vocoder/0") == lost {
+		t.Error("the request ran on the lost replica")
+	}
+}

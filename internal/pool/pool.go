@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
@@ -80,6 +81,11 @@ type Pool struct {
 	// result of closing a retired replica's engine, when Replace or Release
 	// closes it (Close reports its own). Set it before the pool is used.
 	RetiredClosed func(r *Replica, err error)
+	// RestartWait, when positive, is how long Acquire waits, in the queue,
+	// for a replica when every replica is lost and some are still in
+	// their slots (being restarted: a worker back within a second), rather
+	// than fail at once with ErrNoReplica. Set it before the pool is used.
+	RestartWait time.Duration
 
 	mu          sync.Mutex
 	replicas    []*Replica // in slot order; Replace swaps an entry, Remove drops one
@@ -94,8 +100,9 @@ type Pool struct {
 }
 
 type waiter struct {
-	holder Holder
-	ch     chan grant // buffered, capacity 1
+	holder     Holder
+	ch         chan grant // buffered, capacity 1
+	restarting bool       // waits, for RestartWait, for a restarted replica
 }
 
 type grant struct {
@@ -128,7 +135,9 @@ func (p *Pool) Replicas() []*Replica {
 // Acquire binds h to the least-loaded healthy replica with a free slot,
 // waiting in the stage's queue if all are busy. It fails at once with
 // ErrQueueFull when the queue is full and with ErrNoReplica when no replica
-// is healthy; it returns ctx's error if ctx ends while waiting.
+// is healthy (unless they are being restarted and RestartWait is set: then
+// it waits that long for one); it returns ctx's error if ctx ends while
+// waiting.
 func (p *Pool) Acquire(ctx context.Context, h Holder) (*Replica, error) {
 	p.mu.Lock()
 	if p.closed {
@@ -140,16 +149,23 @@ func (p *Pool) Acquire(ctx context.Context, h Holder) (*Replica, error) {
 		p.mu.Unlock()
 		return r, nil
 	}
+	var restarting <-chan time.Time
 	if p.healthyLocked() == 0 {
-		err := p.noReplicaLocked()
-		p.mu.Unlock()
-		return nil, err
+		if p.RestartWait <= 0 || len(p.replicas) == 0 || len(p.waiters) >= p.maxQueue {
+			err := p.noReplicaLocked()
+			p.mu.Unlock()
+			return nil, err
+		}
+		// Every replica is being restarted: wait a little for one.
+		t := time.NewTimer(p.RestartWait)
+		defer t.Stop()
+		restarting = t.C
 	}
 	if len(p.waiters) >= p.maxQueue {
 		p.mu.Unlock()
 		return nil, ErrQueueFull
 	}
-	w := &waiter{holder: h, ch: make(chan grant, 1)}
+	w := &waiter{holder: h, ch: make(chan grant, 1), restarting: restarting != nil}
 	p.waiters = append(p.waiters, w)
 	p.mu.Unlock()
 
@@ -157,21 +173,28 @@ func (p *Pool) Acquire(ctx context.Context, h Holder) (*Replica, error) {
 	case g := <-w.ch:
 		return g.r, g.err
 	case <-ctx.Done():
-		p.mu.Lock()
-		for i, x := range p.waiters {
-			if x == w {
-				p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
-				p.mu.Unlock()
-				return nil, ctx.Err()
-			}
-		}
-		p.mu.Unlock()
-		// A grant raced with the cancellation: give it back.
-		if g := <-w.ch; g.r != nil {
-			p.Release(g.r, h)
-		}
-		return nil, ctx.Err()
+		return nil, p.leave(w, ctx.Err())
+	case <-restarting:
+		return nil, p.leave(w, p.noReplica())
 	}
+}
+
+// leave takes waiter w out of the queue and returns err; a grant that
+// raced with its leaving is given back.
+func (p *Pool) leave(w *waiter, err error) error {
+	p.mu.Lock()
+	for i, x := range p.waiters {
+		if x == w {
+			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+			p.mu.Unlock()
+			return err
+		}
+	}
+	p.mu.Unlock()
+	if g := <-w.ch; g.r != nil {
+		p.Release(g.r, w.holder)
+	}
+	return err
 }
 
 // pickLocked returns the least-loaded healthy replica with a free slot.

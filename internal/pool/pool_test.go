@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -399,5 +400,46 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			b.Fatal(err)
 		}
 		p.Release(r, h)
+	}
+}
+
+// TestRestartWait: with every replica lost and still in its slot (being
+// restarted), a request waits up to RestartWait for the new one and is
+// bound to it, or fails with ErrNoReplica when none comes in time; without
+// RestartWait, or with no slot left, it fails at once.
+func TestRestartWait(t *testing.T) {
+	p := newPool(1, 1, 4)
+	ctx := context.Background()
+	old := p.Replicas()[0]
+	p.MarkLost(old, errors.New("exit 1"))
+	if _, err := p.Acquire(ctx, &holder{}); !errors.Is(err, ErrNoReplica) {
+		t.Fatalf("without RestartWait: %v, want ErrNoReplica at once", err)
+	}
+
+	p.RestartWait = time.Minute
+	got := make(chan *Replica, 1)
+	go func() {
+		r, err := p.Acquire(ctx, &holder{})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	waitQueued(t, p, 1)
+	r, err := p.Replace(old, &nopEngine{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; b != r {
+		t.Errorf("the waiter got %v, want the restarted replica", b)
+	}
+
+	p.MarkLost(r, errors.New("exit 2"))
+	p.RestartWait = 10 * time.Millisecond
+	if _, err := p.Acquire(ctx, &holder{}); !errors.Is(err, ErrNoReplica) {
+		t.Errorf("no restart within RestartWait: %v, want ErrNoReplica", err)
+	}
+	if st := p.Stats(); st.Queued != 0 {
+		t.Errorf("%d still queued", st.Queued)
 	}
 }

@@ -52,7 +52,17 @@ func (p *Pool) Remove(r *Replica) {
 	closeIt := p.retireLocked(r)
 	var failed []*waiter
 	if p.healthyLocked() == 0 {
-		failed, p.waiters = p.waiters, nil
+		// Waiters for busy replicas fail at once; those that came to wait
+		// for a restart wait out their own time.
+		kept := p.waiters[:0]
+		for _, w := range p.waiters {
+			if w.restarting {
+				kept = append(kept, w)
+			} else {
+				failed = append(failed, w)
+			}
+		}
+		p.waiters = kept
 	}
 	p.mu.Unlock()
 	for _, w := range failed {
@@ -186,7 +196,8 @@ func (p *Pool) closeRetired(r *Replica) {
 // MarkLost takes r out of service for good: holders bound to it are told,
 // new requests go to other replicas, and if none is left the waiters fail
 // with ErrNoReplica at once rather than wait for a Replace that may never
-// succeed. It reports whether r was healthy until now, which is true for
+// succeed (those that came to wait for a restart, RestartWait, wait out
+// their own bounded time). It reports whether r was healthy until now, which is true for
 // one call per replica.
 func (p *Pool) MarkLost(r *Replica, cause error) bool {
 	p.mu.Lock()
@@ -201,7 +212,17 @@ func (p *Pool) MarkLost(r *Replica, cause error) bool {
 	}
 	var failed []*waiter
 	if p.healthyLocked() == 0 {
-		failed, p.waiters = p.waiters, nil
+		// Waiters for busy replicas fail at once; those that came to wait
+		// for a restart wait out their own time.
+		kept := p.waiters[:0]
+		for _, w := range p.waiters {
+			if w.restarting {
+				kept = append(kept, w)
+			} else {
+				failed = append(failed, w)
+			}
+		}
+		p.waiters = kept
 	}
 	p.mu.Unlock()
 	for _, w := range failed {

@@ -27,6 +27,9 @@ const (
 	DefaultRestartBackoff    = 200 * time.Millisecond
 	DefaultRestartBackoffMax = 30 * time.Second
 	DefaultRestartWarm       = 2 * time.Minute
+	// DefaultRestartWait covers a worker process's restart (0.4 s here)
+	// after the first backoff.
+	DefaultRestartWait = time.Second
 )
 
 // SupervisorOptions configure a Supervisor. The zero value has the defaults.
@@ -41,6 +44,10 @@ type SupervisorOptions struct {
 	// one; an attempt that outlasts it fails and is retried. Zero means
 	// DefaultRestartWarm.
 	RestartWarm time.Duration
+	// RestartWait is the pool's RestartWait, while restarts are enabled:
+	// how long a request waits for a replica when every one is being
+	// restarted. Zero means DefaultRestartWait; negative, no wait.
+	RestartWait time.Duration
 	// Logger gets lost, restarted and failed-restart lines; nil discards.
 	Logger *slog.Logger
 	// Restarted, when set, is called after each restart that put a new
@@ -138,6 +145,12 @@ func newSupervisor(pool *Pool, build Builder, opts SupervisorOptions) *Superviso
 	opts.RestartBackoffMax = max(opts.RestartBackoffMax, opts.RestartBackoff)
 	if opts.RestartWarm <= 0 {
 		opts.RestartWarm = DefaultRestartWarm
+	}
+	if opts.RestartWait == 0 {
+		opts.RestartWait = DefaultRestartWait
+	}
+	if opts.RestartBackoff > 0 && opts.RestartWait > 0 {
+		pool.RestartWait = opts.RestartWait
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
