@@ -67,11 +67,15 @@ type Chunk struct {
 }
 
 // Span is one sentence of a request's text: its index among the sentences
-// spoken (from 0), and its code points [Start, End) in the request's text
-// (for a streamed request, the text received so far).
+// spoken (from 0), its code points [Start, End) in the request's text (for
+// a streamed request, the text received so far), and Text, those code
+// points themselves, so that a stage after the talker (the aligner, on
+// another server too) has the sentence's words with the audio that
+// speaks them.
 type Span struct {
 	Sentence   int
 	Start, End int
+	Text       string
 }
 
 // Kind returns the kind of the field that is set, or "" for an empty chunk.

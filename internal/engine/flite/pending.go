@@ -21,11 +21,12 @@ type pending struct {
 	base  int // code points of the text before raw (spoken already)
 }
 
-// sentence is a sentence cut from the text, with its code points
-// [start, end) in the whole text.
+// sentence is a sentence cut from the text: its clean text, and its code
+// points [start, end) in the whole text, which are input.
 type sentence struct {
 	text       string
 	start, end int
+	input      string
 }
 
 // add appends a piece of the text.
@@ -56,7 +57,8 @@ func (p *pending) take(final bool) ([]sentence, error) {
 	for i, s := range texts[:complete] {
 		pos += strings.Index(c.text[pos:], s)
 		start, end := c.span(pos, pos+len(s))
-		out[i] = sentence{text: s, start: p.base + start, end: p.base + end}
+		input := p.raw[byteOfRune(p.raw, start):byteOfRune(p.raw, end)]
+		out[i] = sentence{text: s, start: p.base + start, end: p.base + end, input: input}
 		pos += len(s)
 	}
 	if final {

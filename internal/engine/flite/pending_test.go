@@ -93,6 +93,9 @@ func checkSpans(t *testing.T, text string, ss []sentence) {
 		if s.start < end || s.end <= s.start || s.end > len(runes) {
 			t.Fatalf("%q: sentence %q has span [%d, %d) after %d", text, s.text, s.start, s.end, end)
 		}
+		if s.input != string(runes[s.start:s.end]) {
+			t.Errorf("%q: sentence %q's input %q is not its span [%d, %d)", text, s.text, s.input, s.start, s.end)
+		}
 		if c, _ := cleanText(string(runes[s.start:s.end])); strings.TrimSpace(c) != s.text {
 			t.Errorf("%q: the span [%d, %d) of sentence %q cleans to %q", text, s.start, s.end, s.text, c)
 		}
@@ -201,7 +204,7 @@ func TestSpansReachAudio(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []engine.Span{{Sentence: 0, Start: 0, End: 15}, {Sentence: 1, Start: 16, End: 31}}
+		want := []engine.Span{{Sentence: 0, Start: 0, End: 15, Text: "First one here."}, {Sentence: 1, Start: 16, End: 31, Text: "And the second!"}}
 		out, err := run(vocoderFor(t, voice), "", mid...)
 		if err != nil {
 			t.Fatal(err)

@@ -199,7 +199,7 @@ func (sp *speaker) speak(ctx context.Context, final bool) error {
 		if err := vocodable(c); err != nil {
 			return fmt.Errorf("flite-talker: sentence %d: %w", sp.n, err)
 		}
-		c.Span = &engine.Span{Sentence: sp.sent, Start: s.start, End: s.end}
+		c.Span = &engine.Span{Sentence: sp.sent, Start: s.start, End: s.end, Text: s.input}
 		if err := sp.out.Send(ctx, c); err != nil {
 			return err
 		}
