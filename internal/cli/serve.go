@@ -18,7 +18,7 @@ import (
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
-const serveSynopsis = "serve [--config F ...] [--default-model NAME] [--start-partial] [--addr 127.0.0.1:8080] [--stage N [--pipeline NAME]] [--payload-key-file F ...] [--payload-lifetime D] [--insecure] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--allowed-hosts H] [--log-level L]"
+const serveSynopsis = "serve [--config F ...] [--default-model NAME] [--start-partial] [--addr 127.0.0.1:8080] [--stage N [--pipeline NAME]] [--payload-key-file F ...] [--payload-lifetime D] [--insecure] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--allowed-hosts H] [--wyoming ADDR [--wyoming-insecure]] [--log-level L]"
 
 // serveFlags are serve's command line, parsed and checked.
 type serveFlags struct {
@@ -42,6 +42,7 @@ type serveFlags struct {
 	corsOrigins     []string
 	allowedHosts    []string
 	logLevel        slog.Level
+	wyoming         wyomingFlags
 }
 
 // parseServeFlags parses serve's arguments. When ok is false the command
@@ -70,6 +71,7 @@ func parseServeFlags(env Env, args []string) (f *serveFlags, status int, ok bool
 	fs.IntVar(&f.maxConns, "max-conns", api.DefaultMaxConns, "connections open at once; past it, a new one takes the place of the one silent (else idle) the longest, never of one whose request has begun to arrive, and waits while none may go; near it, answers close their connections")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated web origins whose pages may call the API from a browser (https://app.example.com), or * for any; the server also answers to their hosts; default none")
 	allowedHosts := fs.String("allowed-hosts", "", "comma-separated host names the server answers to besides its addresses, localhost, its host name and --addr's: names (stage-1.example.com), .example.com or *.example.com for a domain's, or * for any; a request naming another host is refused (403 forbidden_host), which keeps rebound DNS names out")
+	f.wyoming.register(fs)
 	logLevel := fs.String("log-level", defaultLevel, "log level: debug, info, warn or error")
 	pos, status, ok := parse(fs, args)
 	if !ok {
@@ -89,6 +91,9 @@ func parseServeFlags(env Env, args []string) (f *serveFlags, status int, ok bool
 	}
 	if err := f.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fail("--log-level: %v", err)
+	}
+	if err := f.wyoming.check(f); err != nil {
+		return fail("%v", err)
 	}
 	f.corsOrigins = commaList(*corsOrigins)
 	f.allowedHosts = commaList(*allowedHosts)
@@ -188,5 +193,11 @@ func serveServer(ctx context.Context, env Env, f *serveFlags, cfgs []*pipeline.C
 	// process.
 	stopReloads := runKeyReloader(ctx, newKeyReloader(rt.log, f.payloadKeyFiles, rt.codec))
 	defer stopReloads()
-	return rt.run(ctx, env, nil)
+	wy, err := rt.listenWyoming(f)
+	if err != nil {
+		rt.shutdown()
+		fmt.Fprintf(env.Stderr, "omnistage serve: --wyoming: %v\n", err)
+		return ExitFailure
+	}
+	return wy.run(ctx, env, func(ctx context.Context) int { return rt.run(ctx, env, nil) })
 }

@@ -38,6 +38,7 @@ type serverSpec struct {
 // orchestrators, and what close ends, in reverse order.
 type server struct {
 	log   *slog.Logger
+	reg   *prometheus.Registry // what /metrics serves
 	codec *payload.Codec
 	orchs []*orchestrator.Orchestrator
 	srv   *api.Server
@@ -62,6 +63,7 @@ func (env Env) startServer(ctx context.Context, s serverSpec) (*server, int) {
 	rt.log = slog.New(telemetry.LogHandler(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: s.flags.logLevel})))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rt.reg = reg
 	rt.codec = payload.NewRingCodec(s.ring, payload.WithLifetime(s.flags.payloadLifetime))
 	trim, err := memtrim.New(memtrim.Options{Logger: rt.log, Registerer: reg})
 	if err != nil {

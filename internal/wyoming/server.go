@@ -1,0 +1,277 @@
+package wyoming
+
+// The server: its options, the connections it accepts within a bound, and
+// its stop, in a written order.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/omnistage/omnistage/internal/orchestrator"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxConns        = 128
+	DefaultIdleTimeout     = 2 * time.Minute
+	DefaultWriteTimeout    = 30 * time.Second
+	DefaultMaxSession      = 30 * time.Minute
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultMaxHeaderBytes  = 64 << 10
+	DefaultMaxDataBytes    = 1 << 20
+	DefaultMaxPayloadBytes = 1 << 20
+	DefaultMaxTextBytes    = 1 << 20
+	// DefaultTextBuffer is how many text pieces of a stream wait for the
+	// talker before the connection's reading waits too.
+	DefaultTextBuffer = 16
+)
+
+// refuseTimeout bounds the error event written to a connection refused
+// because the server holds its most connections.
+const refuseTimeout = time.Second
+
+// Options configure a Server. The zero value takes the defaults above.
+type Options struct {
+	// DefaultModel names the pipeline a synthesis without a voice speaks
+	// with, as the HTTP API's --default-model: "" means tts when it is
+	// served, else the first pipeline.
+	DefaultModel string
+	// Logger gets a line per connection and failure; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the server's metrics; nil registers them nowhere.
+	Registerer prometheus.Registerer
+	// MaxConns bounds the connections open at once; one past it gets an
+	// error event and is closed.
+	MaxConns int
+	// IdleTimeout closes a connection from which no event came for that
+	// long (between events, and within one).
+	IdleTimeout time.Duration
+	// WriteTimeout bounds each write to a client: one that stops reading
+	// for that long is cut off and its synthesis aborted.
+	WriteTimeout time.Duration
+	// MaxSession bounds a connection's life.
+	MaxSession time.Duration
+	// ShutdownTimeout bounds how long a stop waits for the syntheses in
+	// progress before it aborts them.
+	ShutdownTimeout time.Duration
+	// MaxHeaderBytes, MaxDataBytes and MaxPayloadBytes bound an event's
+	// header line, data section and payload; MaxTextBytes the text of one
+	// synthesis, a stream's pieces together.
+	MaxHeaderBytes, MaxDataBytes, MaxPayloadBytes, MaxTextBytes int
+	// TextBuffer bounds the text pieces of a stream that wait for the
+	// talker.
+	TextBuffer int
+}
+
+// Server serves the Wyoming protocol's text-to-speech side over the
+// pipelines of a server's orchestrators. It neither starts nor stops them:
+// whoever owns them does (the HTTP API's Run), and a synthesis asked for
+// before a pipeline is ready fails with an error event.
+type Server struct {
+	cat  *catalog
+	opts Options
+	log  *slog.Logger
+	m    *metrics
+
+	// hard ends every session at once: the shutdown timeout passed.
+	hard       context.Context
+	hardCancel context.CancelFunc
+
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+	draining atomic.Bool
+	wg       sync.WaitGroup // the sessions, and the refusals being written
+}
+
+// New returns a server of the pipelines of orchs that take text and make
+// audio (at least one must).
+func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
+	cat, err := newCatalog(orchs, opts.DefaultModel)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	defaultTo(&opts.MaxConns, DefaultMaxConns)
+	defaultTo(&opts.IdleTimeout, DefaultIdleTimeout)
+	defaultTo(&opts.WriteTimeout, DefaultWriteTimeout)
+	defaultTo(&opts.MaxSession, DefaultMaxSession)
+	defaultTo(&opts.ShutdownTimeout, DefaultShutdownTimeout)
+	defaultTo(&opts.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	defaultTo(&opts.MaxDataBytes, DefaultMaxDataBytes)
+	defaultTo(&opts.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	defaultTo(&opts.MaxTextBytes, DefaultMaxTextBytes)
+	defaultTo(&opts.TextBuffer, DefaultTextBuffer)
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("wyoming: metrics: %w", err)
+	}
+	s := &Server{cat: cat, opts: opts, log: opts.Logger, m: m, sessions: map[*session]struct{}{}}
+	s.hard, s.hardCancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+func defaultTo[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// Run serves on ln until ctx ends, then stops, in this order:
+//
+//  1. the listener closes: no new connection;
+//  2. a connection between syntheses (waiting for its next event) gets a
+//     shutting_down error event and is closed; one in a synthesis (a
+//     synthesize being spoken, or a stream between synthesize-start and
+//     synthesize-stopped) goes on to that synthesis's end, then closes;
+//  3. once ShutdownTimeout has passed, the connections left are closed
+//     and their syntheses aborted.
+//
+// The pipelines' own shutdown, by their owner, waits for the requests in
+// flight as well. Run returns once every connection has ended: nil after a
+// stop caused by ctx, or the listener's error. It closes ln.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	defer s.hardCancel()
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+	s.log.Info("wyoming server listening", "addr", ln.Addr().String(), "pipelines", s.pipelineNames())
+	var runErr error
+	backoff := time.Duration(0)
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				// Out of file descriptors, say: wait, as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("wyoming: accept failed; retrying", "err", err, "in", backoff.String())
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+				}
+				continue
+			}
+			runErr = fmt.Errorf("wyoming: accept: %w", err)
+			_ = ln.Close()
+			break
+		}
+		backoff = 0
+		s.open(conn)
+	}
+	s.drain()
+	s.log.Info("wyoming server stopped")
+	return runErr
+}
+
+// open starts the session of conn, or refuses it when the server holds its
+// most connections.
+func (s *Server) open(conn net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sessions) >= s.opts.MaxConns {
+		s.m.refused.Inc()
+		s.wg.Go(func() { s.refuse(conn) })
+		return
+	}
+	sess := s.newSession(conn)
+	s.sessions[sess] = struct{}{}
+	s.m.conns.Inc()
+	s.wg.Go(func() {
+		defer s.closed(sess)
+		sess.run()
+	})
+}
+
+// refuse tells conn the server holds its most connections and closes it.
+func (s *Server) refuse(conn net.Conn) {
+	defer conn.Close()
+	w := newWriter(conn, conn, refuseTimeout)
+	_ = w.write(typeError, errorData{Text: fmt.Sprintf("the server holds its most connections (%d); try again later", s.opts.MaxConns), Code: CodeTooManyConnections}, nil, true)
+}
+
+func (s *Server) closed(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions, sess)
+	s.m.conns.Dec()
+}
+
+// drain ends the sessions as Run's steps 2 and 3 say.
+func (s *Server) drain() {
+	s.mu.Lock()
+	s.draining.Store(true)
+	for sess := range s.sessions {
+		sess.wake()
+	}
+	n := len(s.sessions)
+	s.mu.Unlock()
+	if n > 0 {
+		s.log.Info("wyoming: waiting for the connections in a synthesis", "connections", n, "timeout", s.opts.ShutdownTimeout.String())
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-time.After(s.opts.ShutdownTimeout):
+	}
+	s.log.Warn("wyoming: syntheses still running at the shutdown timeout; aborting them")
+	s.hardCancel()
+	<-done
+}
+
+func (s *Server) pipelineNames() []string {
+	names := make([]string, len(s.cat.targets))
+	for i, t := range s.cat.targets {
+		names[i] = t.name
+	}
+	return names
+}
+
+// metrics are the server's own; its requests are counted with every other
+// in the pipelines' metrics.
+type metrics struct {
+	conns     prometheus.Gauge
+	refused   prometheus.Counter
+	syntheses *prometheus.CounterVec
+	protocol  prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "omnistage_wyoming_connections",
+			Help: "Wyoming connections open."}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "omnistage_wyoming_connections_refused_total",
+			Help: "Wyoming connections refused because the server held its most."}),
+		syntheses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "omnistage_wyoming_syntheses_total",
+			Help: "Wyoming syntheses ended, by form (whole: synthesize; stream: synthesize-start to -stop) and outcome (ok, failed, cancelled)."},
+			[]string{"form", "outcome"}),
+		protocol: prometheus.NewCounter(prometheus.CounterOpts{Name: "omnistage_wyoming_protocol_errors_total",
+			Help: "Wyoming events refused as malformed or out of place (error events malformed_event and unexpected_event)."}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.conns, m.refused, m.syntheses, m.protocol} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
