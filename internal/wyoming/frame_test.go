@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/omnistage/omnistage/internal/audio"
 )
 
 var testLimits = limits{header: 256, data: 64, payload: 32}
@@ -167,22 +169,39 @@ func FuzzReader(f *testing.F) {
 	})
 }
 
-// BenchmarkAudioChunk writes and reads back 100 ms audio-chunks at 16 kHz,
-// the server's hot path.
+// BenchmarkAudioChunk writes 100 ms audio-chunks at 16 kHz, the server's
+// hot path: each chunk's data, then the event, flushed.
 func BenchmarkAudioChunk(b *testing.B) {
-	pcm := make([]byte, 3200)
-	var buf bytes.Buffer
-	w := newWriter(&buf, nil, 0)
-	var data []byte
+	samples := make([]int16, 1600)
+	w := newWriter(io.Discard, nil, 0)
+	var data, pcm []byte
 	b.ReportAllocs()
-	b.SetBytes(int64(len(pcm)))
+	b.SetBytes(2 * int64(len(samples)))
 	for i := range b.N {
-		buf.Reset()
-		data = appendAudioData(data[:0], 16000, int64(i))
+		data = appendAudioData(data[:0], 16000, int64(i)*100)
+		pcm = audio.AppendPCMBytes(pcm[:0], samples)
 		if err := w.writeRaw(typeAudioChunk, data, pcm, true); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := newReader(&buf, limits{header: 1024, data: 1024, payload: 4096}).read(); err != nil {
+	}
+}
+
+// BenchmarkReadEvent reads a synthesize-chunk, the event a stream's text
+// comes in.
+func BenchmarkReadEvent(b *testing.B) {
+	var buf bytes.Buffer
+	w := newWriter(&buf, nil, 0)
+	if err := w.write(typeSynthesizeChunk, map[string]string{"text": "the next few words of an answer "}, nil, true); err != nil {
+		b.Fatal(err)
+	}
+	ev := buf.Bytes()
+	in := bytes.NewReader(nil)
+	r := newReader(in, limits{header: 1024, data: 1024, payload: 1024})
+	b.ReportAllocs()
+	for range b.N {
+		in.Reset(ev)
+		r.br.Reset(in)
+		if _, err := r.read(); err != nil {
 			b.Fatal(err)
 		}
 	}
