@@ -60,8 +60,5 @@ func (rq *request) rebind(b *binding, err error) bool {
 	b.replica = r
 	b.stage.retries.Inc()
 	b.reboundEvent(old.ID, asked)
-	if rq.prepare(b, b.job.Upstream) != nil {
-		return false
-	}
-	return true
+	return rq.prepare(b, b.job.Upstream) == nil
 }

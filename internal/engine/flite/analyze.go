@@ -146,15 +146,9 @@ func toMs(sec float32, maxMs int) int {
 	return min(ms, maxMs)
 }
 
-// prepare initializes flite, resolves the voice, cleans text and splits it
-// into the sentences the talker synthesizes one at a time.
-func prepare(text, voiceName string) (*voice, []string, error) {
-	v, _, sentences, err := prepareMap(text, voiceName)
-	return v, sentences, err
-}
-
-// prepareMap is prepare that also returns the cleaned text the sentences
-// were cut from, with where each of its bytes came from.
+// prepareMap initializes flite, resolves the voice, cleans text and splits
+// it into sentences; it also returns the cleaned text the sentences were
+// cut from, with where each of its bytes came from.
 func prepareMap(text, voiceName string) (*voice, cleaned, []string, error) {
 	if err := initFlite(); err != nil {
 		return nil, cleaned{}, nil, err
