@@ -217,19 +217,14 @@ func (s *Server) add(o *orchestrator.Orchestrator) error {
 	return nil
 }
 
-// defaultModel returns the pipeline named name, or, for "", tts when it is
-// served and the first pipeline otherwise.
+// defaultModel returns the pipeline named name, or, for "", the one
+// pipeline.DefaultModel picks.
 func (s *Server) defaultModel(name string) (*served, error) {
-	if name == "" {
-		if p := s.byName[pipeline.DefaultBuiltin]; p != nil {
-			return p, nil
-		}
-		return s.pipelines[0], nil
+	name, err := pipeline.DefaultModel(s.pipelineNames(), name)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
 	}
-	if p := s.byName[name]; p != nil {
-		return p, nil
-	}
-	return nil, fmt.Errorf("api: the default model %s is not a pipeline served here (%s)", name, strings.Join(s.modelNames()[:len(s.pipelines)], ", "))
+	return s.byName[name], nil
 }
 
 func defaultTo[T int | int64 | time.Duration](v *T, def T) {

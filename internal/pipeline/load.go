@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -37,6 +38,23 @@ const EngineExternal = "external"
 
 // DefaultBuiltin is the pipeline served when no configuration is given.
 const DefaultBuiltin = "tts"
+
+// DefaultModel returns the default model of a server of the pipelines
+// named names: want, which must be one of them, or, when want is "",
+// DefaultBuiltin when it is served and the first otherwise.
+func DefaultModel(names []string, want string) (string, error) {
+	switch {
+	case len(names) == 0:
+		return "", errors.New("no pipeline is served")
+	case want != "" && !slices.Contains(names, want):
+		return "", fmt.Errorf("the default model %s is not a pipeline served here (%s)", want, strings.Join(names, ", "))
+	case want != "":
+		return want, nil
+	case slices.Contains(names, DefaultBuiltin):
+		return DefaultBuiltin, nil
+	}
+	return names[0], nil
+}
 
 //go:embed builtin/*.yaml
 var builtinFS embed.FS

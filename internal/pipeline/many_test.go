@@ -75,3 +75,21 @@ func TestParseAll(t *testing.T) {
 		t.Errorf("LoadPipeline of a missing name: %v", err)
 	}
 }
+func TestDefaultModel(t *testing.T) {
+	for _, tc := range []struct {
+		names      []string
+		want, got  string
+		errPrefix  string
+	}{
+		{names: []string{"a", "tts"}, got: "tts"},
+		{names: []string{"b", "a"}, got: "b"},
+		{names: []string{"b", "a"}, want: "a", got: "a"},
+		{names: []string{"b", "a"}, want: "c", errPrefix: "the default model c is not a pipeline served here (b, a)"},
+		{errPrefix: "no pipeline is served"},
+	} {
+		got, err := DefaultModel(tc.names, tc.want)
+		if got != tc.got || (err == nil) != (tc.errPrefix == "") || (err != nil && !strings.HasPrefix(err.Error(), tc.errPrefix)) {
+			t.Errorf("DefaultModel(%v, %q) = %q, %v; want %q, %q", tc.names, tc.want, got, err, tc.got, tc.errPrefix)
+		}
+	}
+}
