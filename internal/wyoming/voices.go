@@ -49,21 +49,17 @@ type catalog struct {
 // API picks its default model); when that one takes no text or makes no
 // audio, the first that does.
 func newCatalog(orchs []*orchestrator.Orchestrator, def string) (*catalog, error) {
-	if def == "" && len(orchs) > 0 {
-		def = orchs[0].Config().Pipeline.Name
-		for _, o := range orchs {
-			if o.Config().Pipeline.Name == pipeline.DefaultBuiltin {
-				def = pipeline.DefaultBuiltin
-			}
-		}
-	}
-	c := &catalog{}
-	found := false
 	var names []string
 	for _, o := range orchs {
+		names = append(names, o.Config().Pipeline.Name)
+	}
+	def, err := pipeline.DefaultModel(names, def)
+	if err != nil {
+		return nil, fmt.Errorf("wyoming: %w", err)
+	}
+	c := &catalog{}
+	for _, o := range orchs {
 		cfg := o.Config()
-		names = append(names, cfg.Pipeline.Name)
-		found = found || cfg.Pipeline.Name == def
 		if cfg.Pipeline.Input != engine.KindText || !cfg.Route.Produces(engine.KindAudio) {
 			continue
 		}
@@ -75,10 +71,7 @@ func newCatalog(orchs []*orchestrator.Orchestrator, def string) (*catalog, error
 			c.targets = append(c.targets, t)
 		}
 	}
-	switch {
-	case !found:
-		return nil, fmt.Errorf("wyoming: the default model %s is not a pipeline served here (%s)", def, strings.Join(names, ", "))
-	case len(c.targets) == 0:
+	if len(c.targets) == 0 {
 		return nil, fmt.Errorf("wyoming: none of the pipelines served here (%s) takes text and makes audio", strings.Join(names, ", "))
 	}
 	c.targets[0].def = true
