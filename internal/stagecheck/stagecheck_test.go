@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,10 +34,18 @@ const (
 // testBound.
 func battery(t *testing.T, command []string, env map[string]string) Report {
 	t.Helper()
+	return batteryOf(t, Options{Command: command, Env: env})
+}
+
+// batteryOf runs the battery with opts under the tests' bounds, and checks
+// it ends within testBound.
+func batteryOf(t *testing.T, opts Options) Report {
+	t.Helper()
 	stderr := &testkit.SyncBuffer{}
+	opts.Stderr = stderr
+	opts.Timeout, opts.CancelTimeout, opts.StopTimeout = testTimeout, testCancelTimeout, testStopTimeout
 	t0 := time.Now()
-	rep := Run(context.Background(), Options{Command: command, Env: env, Stderr: stderr,
-		Timeout: testTimeout, CancelTimeout: testCancelTimeout, StopTimeout: testStopTimeout})
+	rep := Run(context.Background(), opts)
 	if d := time.Since(t0); d > testBound {
 		t.Errorf("the battery took %s; want it within %s", d, testBound)
 	}
@@ -141,45 +148,6 @@ func TestGoStages(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()
 			rep := battery(t, testCommand(), testStageEnviron(tc.mode))
-			expect(t, rep, tc.want)
-		})
-	}
-}
-
-// The Python programs of examples, speaking the protocol by hand, and what
-// the battery says of each.
-func TestPythonStages(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
-	examples := filepath.Join("..", "..", "examples")
-	for _, tc := range []struct {
-		program string
-		want    map[string]string
-	}{
-		{"echo-raw/echo.py", map[string]string{"hello": "pass: echo takes audio, makes audio, 4 jobs at once (input window 8); params: gain"}},
-		{"broken/mute.py", map[string]string{"hello": "pass", "warm": "fail: no ready within 3s", "*": "skip"}},
-		{"broken/crash.py", map[string]string{
-			"job":          "fail: MemoryError: the model ran out of memory",
-			"concurrent":   "fail: exit status 1",
-			"cancel":       "fail: exit status 1",
-			"slow-reader":  "fail: it exited (exit status 1)",
-			"input-credit": "fail: it exited (exit status 1)",
-		}},
-		{"broken/deaf.py", map[string]string{"cancel": "fail: no answer to cancel within 500ms"}},
-		{"broken/garbage.py", map[string]string{
-			"job":          `fail: header "echoing a chunk of job 1" is not a JSON object`,
-			"concurrent":   "fail: is not a JSON object",
-			"cancel":       "fail: print to standard error",
-			"slow-reader":  "fail: it wrote a malformed message",
-			"input-credit": "fail: it wrote a malformed message",
-		}},
-		{"broken/overrun.py", map[string]string{"slow-reader": "fail: it sent 2 output chunks with credit for 1"}},
-	} {
-		t.Run(tc.program, func(t *testing.T) {
-			t.Parallel()
-			rep := battery(t, []string{python, filepath.Join(examples, tc.program)}, nil)
 			expect(t, rep, tc.want)
 		})
 	}
