@@ -3,6 +3,7 @@ module github.com/omnistage/omnistage
 go 1.26.8
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/go-audio/audio v1.0.0
 	github.com/go-audio/wav v1.1.0
 	github.com/prometheus/client_golang v1.25.0

@@ -40,7 +40,7 @@ deploy:
 // realFixture serves a pipeline on the engines internal/engine/shipped
 // registers, or skips the test, naming the missing engine, when the build
 // lacks one.
-func realFixture(t *testing.T, ref, yaml string) *fixture {
+func realFixture(t testing.TB, ref, yaml string) *fixture {
 	t.Helper()
 	var cfg *pipeline.Config
 	var err error
@@ -83,7 +83,9 @@ func realFixture(t *testing.T, ref, yaml string) *fixture {
 		tr.CloseIdleConnections()
 		ts.Close()
 	})
-	return &fixture{t: t, orch: o, srv: srv, ts: ts, url: ts.URL, reg: reg, client: &http.Client{Transport: tr}}
+	f := &fixture{orch: o, srv: srv, ts: ts, url: ts.URL, reg: reg, client: &http.Client{Transport: tr}}
+	f.t, _ = t.(*testing.T)
+	return f
 }
 
 // TestBuiltinParamsRefused checks on the real engines that each refuses

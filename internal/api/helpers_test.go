@@ -98,6 +98,8 @@ type setup struct {
 	opts  Options
 	fakes *fakeHooks
 	hooks *testengine.Hooks
+	// engines registers more engines.
+	engines func(*engine.Registry)
 	// noStart leaves the orchestrator cold (Run starts it).
 	noStart bool
 }
@@ -112,6 +114,9 @@ func newOrchestrator(t testing.TB, s setup, reg *prometheus.Registry) *orchestra
 	engines := &engine.Registry{}
 	testengine.Register(engines, s.hooks, "test-a", "test-b", "test-c")
 	registerFakes(engines, s.fakes)
+	if s.engines != nil {
+		s.engines(engines)
+	}
 	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: engines, Registerer: reg})
 	if err != nil {
 		t.Fatalf("orchestrator: %v", err)

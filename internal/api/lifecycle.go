@@ -25,7 +25,8 @@ const abortGrace = 2 * time.Second
 //  1. /ready answers 503, so load balancers stop sending requests;
 //  2. the listener closes and idle connections are closed, while requests
 //     in flight (streams included) run to their end, for at most
-//     ShutdownTimeout;
+//     ShutdownTimeout; speech stream sessions (WebSockets) are told to
+//     end at once (their utterances cancelled) and waited for;
 //  3. the orchestrator shuts down: requests still running are aborted and
 //     their stages drained, then every engine is closed;
 //  4. the aborted requests' handlers end their responses (for at most
@@ -88,6 +89,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
 	defer cancel()
 	drained := hs.Shutdown(sctx) == nil
+	drained = s.sessions.wait(sctx) && drained
 	if !drained {
 		s.log.Warn("requests still running at the shutdown timeout; aborting them")
 	}

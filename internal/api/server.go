@@ -108,6 +108,8 @@ type Options struct {
 	// StartPartial makes Run serve the pipelines that start when some do
 	// not (they answer 503, and /ready names them), instead of failing.
 	StartPartial bool
+	// SpeechStream bounds the sessions of WS /v1/audio/speech/stream.
+	SpeechStream SpeechStreamLimits
 }
 
 // Server is the HTTP API of a server's pipelines, one orchestrator each.
@@ -127,6 +129,7 @@ type Server struct {
 
 	hosts    *hostSet // the Host names it answers to
 	draining atomic.Bool
+	sessions wsSessions // of WS /v1/audio/speech/stream
 }
 
 // New returns the server of the pipelines of orchs, which should share
@@ -258,6 +261,7 @@ func (s *Server) endpoints() []endpoint {
 	} else {
 		eps = append(eps,
 			endpoint{"/v1/audio/speech", route{name: routeSpeech, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.speech}, bodyTypes: jsonBody}},
+			s.speechStreamEndpoint(),
 			endpoint{"/v1/generate", route{name: routeGenerate, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.generate}, bodyTypes: jsonBody}},
 		)
 	}
@@ -367,6 +371,9 @@ type route struct {
 	methods methods
 	// bodyTypes are the content types a POST must have; none: any.
 	bodyTypes []string
+	// keyProtocol takes the API key from a WebSocket subprotocol too
+	// (WSKeyProtocol), when no Authorization header is sent.
+	keyProtocol bool
 }
 
 // jsonBody is the content type of the JSON POST endpoints.
@@ -404,7 +411,11 @@ func (s *Server) route(rt route) http.Handler {
 			return
 		}
 		if !rt.open && s.keyHash != nil {
-			if err := s.checkKey(r); err != nil {
+			check := s.checkKey
+			if _, keyed := protocolKey(r); rt.keyProtocol && keyed && r.Header.Get("Authorization") == "" {
+				check = s.checkProtocolKey
+			}
+			if err := check(r); err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="omnistage"`)
 				s.fail(w, r, err)
 				return

@@ -64,7 +64,7 @@ func TestUnknownRouteListsEndpoints(t *testing.T) {
 		want []string
 	}{
 		{"full", Options{}, []string{
-			"POST /v1/audio/speech", "POST /v1/generate", "POST /v1/run", "GET and DELETE /v1/requests/{id}", "GET /v1/models", "GET /v1/audio/models",
+			"POST /v1/audio/speech", "GET /v1/audio/speech/stream", "POST /v1/generate", "POST /v1/run", "GET and DELETE /v1/requests/{id}", "GET /v1/models", "GET /v1/audio/models",
 			"GET /v1/audio/voices", "POST /v1/audio/captions", "GET /v1/pipeline", "GET /", "GET /playground/{file}",
 			"GET /health", "GET /ready", "GET /metrics",
 		}},

@@ -47,6 +47,10 @@ const (
 	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeForbiddenOrigin  = "forbidden_origin"
 	CodeForbiddenHost    = "forbidden_host"
+	// The speech stream's (WS /v1/audio/speech/stream).
+	CodeWebSocketRequired = "websocket_required"
+	CodeInputTooLarge     = "input_too_large"
+	CodeSessionTimeout    = "session_timeout"
 	// Requests net/http refuses before any handler runs.
 	CodeHeadersTooLarge     = "headers_too_large"
 	CodeHeaderTimeout       = "header_timeout"

@@ -57,6 +57,7 @@ func TestPlayground(t *testing.T) {
 	t.Run("speak", func(t *testing.T) { testSpeak(t, ctx, open.url, artifacts) })
 	t.Run("models", func(t *testing.T) { testModels(t, ctx) })
 	t.Run("bad request", func(t *testing.T) { testBadRequest(t, ctx) })
+	t.Run("live", func(t *testing.T) { testLive(t, ctx, open.url) })
 	t.Run("api key", func(t *testing.T) { testAPIKey(t, ctx, locked.url) })
 
 	page.check(t, open.host, locked.host)

@@ -5,11 +5,18 @@
 // draws the chosen pipeline and each request's stage timings, and shows
 // the request's id, times and errors.
 //
-// The page is static: index.html, playground.js and playground.css, plain
-// HTML, JavaScript and CSS with no build step, embedded in the binary. It
-// requests nothing but the server that served it (the API's JSON and SSE
-// endpoints, with the API key the user typed, kept in the page's memory
-// only). Package api serves Files; docs/api.md describes the endpoints the
+// The page is static: index.html, playground.js, live.js and
+// playground.css, plain HTML, JavaScript and CSS with no build step,
+// embedded in the binary. It requests nothing but the server that served
+// it (the API's JSON and SSE endpoints, and in live mode the speech
+// stream's WebSocket, with the API key the user typed, kept in the page's
+// memory only).
+//
+// Live mode (live.js) streams the text as it is typed, or fed word by word
+// from the text box at a chosen rate as an LLM would, over WS
+// /v1/audio/speech/stream, plays each sentence as it comes, lights each
+// word as it is spoken when the model times words, and barges in with
+// Stop (input.cancel). Package api serves Files; docs/api.md describes the endpoints the
 // page calls.
 //
 // For tests the page keeps its counters in window.omnistagePlayground:
@@ -18,14 +25,20 @@
 // samplesPlayed, sampleRate, highlighted (the input's words, as sliced
 // from the input, in the order they were spoken), stagesDrawn,
 // pipelineDrawn, requestId, wavBytes and lastError ({status, code,
-// message} or null).
+// message} or null); and live mode's in live: state, utterances (ended
+// with session.done), sentences (their sentence_text, in order),
+// firstAudioSent (the characters sent when the first audio.start came),
+// beforeDone (per utterance, whether its first audio came before its
+// input.done), cancelled (the last audio.cancelled event, or
+// null), audioAfterCancelled (audio messages that came after it: none
+// should), bytes and errors.
 package playground
 
 import "embed"
 
 // Files holds the page: index.html and the assets it loads.
 //
-//go:embed index.html playground.js playground.css
+//go:embed index.html playground.js live.js playground.css
 var Files embed.FS
 
 // Index is the name of the page in Files.

@@ -829,4 +829,19 @@
   }
 
   setup();
+
+  // The page's parts that live mode (live.js) uses too.
+  window.omnistageKit = {
+    test, audio, status, clearError, showError, report, codeUnits, Playback, ms,
+    apiKey: () => apiKey,
+    // model loads the chosen model if it is not loaded with the current
+    // key, and returns its name, or '' when a later load replaced it.
+    model: async () => {
+      if (!loaded || loaded.key !== apiKey || loaded.model !== $('model').value) {
+        if (!await load()) return '';
+      }
+      return pipeline.name;
+    },
+    stopSpeech: stopAll,
+  };
 })();

@@ -1,0 +1,273 @@
+package api
+
+// WS /v1/audio/speech/stream: the upgrade (its checks, the API key of a
+// browser, which cannot set headers on a WebSocket), the session limits,
+// and the sessions a server has open, which its shutdown ends.
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/omnistage/omnistage/internal/httperr"
+)
+
+// routeSpeechStream is the metrics label of the speech stream.
+const routeSpeechStream = "speech_stream"
+
+// speechStreamPath is the endpoint's path.
+const speechStreamPath = "/v1/audio/speech/stream"
+
+// WSProtocol is the WebSocket subprotocol the endpoint selects when a
+// client offers it; a browser that sends its API key as a subprotocol
+// (WSKeyProtocol) must offer it too, since a browser fails a connection
+// whose server selects none of the subprotocols it offered.
+const WSProtocol = "omnistage"
+
+// WSKeyProtocol begins the subprotocol that carries the API key of a
+// client that cannot set an Authorization header (a browser's WebSocket):
+// WSKeyProtocol + the key in unpadded base64url, as Kubernetes takes a
+// bearer token from "base64url.bearer.authorization.k8s.io.". It is
+// never selected, so the key is not sent back; the query string is not
+// used, since URLs end up in logs.
+const WSKeyProtocol = "base64url.bearer.omnistage."
+
+// Defaults of SpeechStreamLimits.
+const (
+	DefaultStreamIdle             = 60 * time.Second
+	DefaultStreamMaxLength        = time.Hour
+	DefaultStreamMaxText          = 64 << 10
+	DefaultStreamMaxUtteranceText = 1 << 20
+	DefaultStreamMaxQueued        = 16
+	DefaultStreamMaxMessage       = 256 << 10
+)
+
+// SpeechStreamLimits bound the sessions of WS /v1/audio/speech/stream; a
+// zero field takes its default. Audio queued to a client that reads
+// slowly is bounded by the pipeline's stream buffer and one message: the
+// session writes each message as the pipeline makes it, and waits while
+// the client does not read (for at most Options.ChunkWriteTimeout), which
+// holds back the pipeline.
+type SpeechStreamLimits struct {
+	// Idle ends a session when no event comes for that long, unless the
+	// server is still speaking an utterance whose text is complete.
+	Idle time.Duration
+	// MaxLength ends a session that long after it began.
+	MaxLength time.Duration
+	// MaxText bounds the text waiting to be spoken (received, not yet
+	// taken by the talker), in bytes: an input.text past it is refused.
+	MaxText int
+	// MaxUtteranceText bounds one utterance's text, in bytes.
+	MaxUtteranceText int
+	// MaxQueued bounds the utterances waiting for the one being spoken.
+	MaxQueued int
+	// MaxMessage bounds one message of the client, in bytes: past it the
+	// connection is closed with status 1009.
+	MaxMessage int64
+}
+
+func (l SpeechStreamLimits) withDefaults() SpeechStreamLimits {
+	defaultTo(&l.Idle, DefaultStreamIdle)
+	defaultTo(&l.MaxLength, DefaultStreamMaxLength)
+	defaultTo(&l.MaxText, DefaultStreamMaxText)
+	defaultTo(&l.MaxUtteranceText, DefaultStreamMaxUtteranceText)
+	defaultTo(&l.MaxQueued, DefaultStreamMaxQueued)
+	defaultTo(&l.MaxMessage, DefaultStreamMaxMessage)
+	return l
+}
+
+// speechStreamEndpoint is the endpoint table's row of the speech stream:
+// a GET that upgrades, behind the cross-site checks and the API key (which
+// it also takes as a subprotocol).
+func (s *Server) speechStreamEndpoint() endpoint {
+	return endpoint{speechStreamPath, route{name: routeSpeechStream, keyProtocol: true, methods: methods{http.MethodGet: s.speechSession}}}
+}
+
+// speechSession upgrades to a session. The route has checked the Host, the
+// Origin (as for every route: a page of another site cannot open a
+// session, and CORS does not protect WebSockets) and the API key.
+func (s *Server) speechSession(w http.ResponseWriter, r *http.Request) {
+	if err := checkUpgrade(r); err != nil {
+		w.Header().Set("Upgrade", "websocket")
+		s.fail(w, r, err)
+		return
+	}
+	if _, keyed := protocolKey(r); keyed && !slices.Contains(offeredProtocols(r), WSProtocol) {
+		s.fail(w, r, httperr.BadRequest("a client that sends its API key as the subprotocol %s... must also offer the subprotocol %q, which the server selects", WSKeyProtocol, WSProtocol))
+		return
+	}
+	if s.draining.Load() || !s.sessions.add(r) {
+		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "server is shutting down"))
+		return
+	}
+	defer s.sessions.done()
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols: []string{WSProtocol},
+		// checkSite has checked the Origin, with the server's own rules
+		// (its own origin, or --cors-origins).
+		InsecureSkipVerify: true,
+	})
+	if err != nil {
+		s.log.Debug("speech stream: upgrade failed", "err", err)
+		return
+	}
+	limits := s.opts.SpeechStream.withDefaults()
+	conn.SetReadLimit(limits.MaxMessage)
+	newSession(s, conn, limits).run()
+}
+
+// checkUpgrade refuses a request that is not a WebSocket opening
+// handshake, in the API's error shape (what websocket.Accept would answer
+// in plain text).
+func checkUpgrade(r *http.Request) error {
+	switch {
+	case !headerHas(r.Header, "Connection", "upgrade") || !headerHas(r.Header, "Upgrade", "websocket"):
+		return httperr.Errorf(http.StatusUpgradeRequired, httperr.CodeWebSocketRequired,
+			"GET %s is a WebSocket endpoint: connect with a WebSocket client (HTTP/1.1, Connection: Upgrade, Upgrade: websocket)", speechStreamPath)
+	case r.Header.Get("Sec-WebSocket-Version") != "13":
+		return httperr.BadRequest("Sec-WebSocket-Version %q: only version 13 is served", httperr.Short(r.Header.Get("Sec-WebSocket-Version")))
+	case len(r.Header.Values("Sec-WebSocket-Key")) != 1:
+		return httperr.BadRequest("the WebSocket handshake needs one Sec-WebSocket-Key header")
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(r.Header.Get("Sec-WebSocket-Key")))
+	if err != nil || len(key) != 16 {
+		return httperr.BadRequest("Sec-WebSocket-Key is not 16 bytes in base64")
+	}
+	return nil
+}
+
+// headerHas reports whether the comma-separated tokens of header name
+// hold token, in any case.
+func headerHas(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// offeredProtocols returns the subprotocols a handshake offers.
+func offeredProtocols(r *http.Request) []string {
+	var out []string
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// protocolKey returns the API key a handshake offers as a subprotocol
+// (WSKeyProtocol), and whether it offers one.
+func protocolKey(r *http.Request) (string, bool) {
+	for _, p := range offeredProtocols(r) {
+		if enc, ok := strings.CutPrefix(p, WSKeyProtocol); ok {
+			key, err := base64.RawURLEncoding.DecodeString(enc)
+			if err != nil {
+				return "", true
+			}
+			return string(key), true
+		}
+	}
+	return "", false
+}
+
+// checkProtocolKey checks the API key of a handshake that sends it as a
+// subprotocol, in constant time, as checkKey does a bearer token.
+func (s *Server) checkProtocolKey(r *http.Request) error {
+	key, _ := protocolKey(r)
+	if strings.TrimSpace(key) == "" {
+		return httperr.Errorf(http.StatusUnauthorized, httperr.CodeInvalidAPIKey, "the API key subprotocol holds no key: offer %s followed by the key in unpadded base64url", WSKeyProtocol)
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(key)))
+	if subtle.ConstantTimeCompare(got[:], s.keyHash[:]) != 1 {
+		return httperr.Errorf(http.StatusUnauthorized, httperr.CodeInvalidAPIKey, "incorrect API key")
+	}
+	return nil
+}
+
+// wsSessions are the sessions a server has open. A server's shutdown
+// (http.Server.Shutdown, which does not wait for upgraded connections)
+// tells them to end, and Run waits for them.
+type wsSessions struct {
+	mu      sync.Mutex
+	closed  bool
+	stop    chan struct{}
+	watched map[*http.Server]bool
+	wg      sync.WaitGroup
+}
+
+// add counts a new session, and has the shutdown of the http.Server that
+// serves r end it; false once the sessions are stopped.
+func (ws *wsSessions) add(r *http.Request) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.closed {
+		return false
+	}
+	if hs, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && !ws.watched[hs] {
+		if ws.watched == nil {
+			ws.watched = map[*http.Server]bool{}
+		}
+		ws.watched[hs] = true
+		hs.RegisterOnShutdown(ws.shutdown)
+	}
+	ws.wg.Add(1)
+	return true
+}
+
+// done counts a session's end.
+func (ws *wsSessions) done() { ws.wg.Done() }
+
+// stopping returns a channel closed once the sessions must end.
+func (ws *wsSessions) stopping() <-chan struct{} {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.stop == nil {
+		ws.stop = make(chan struct{})
+	}
+	return ws.stop
+}
+
+// shutdown tells every session to end, and refuses new ones.
+func (ws *wsSessions) shutdown() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.stop == nil {
+		ws.stop = make(chan struct{})
+	}
+	if !ws.closed {
+		ws.closed = true
+		close(ws.stop)
+	}
+}
+
+// wait ends the sessions and waits for them, until ctx ends; it reports
+// whether they all ended.
+func (ws *wsSessions) wait(ctx context.Context) bool {
+	ws.shutdown()
+	done := make(chan struct{})
+	go func() {
+		ws.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,314 @@
+package api
+
+// The events of WS /v1/audio/speech/stream: what a client sends, what the
+// server answers, and the checks of session.config.
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/omnistage/omnistage/internal/apijson"
+	"github.com/omnistage/omnistage/internal/audio/encode"
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engine/flite/talker"
+	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/pipeline"
+)
+
+// The client's events, named as vLLM-Omni's streaming speech endpoint
+// names them (input.cancel is omnistage's).
+const (
+	evConfig = "session.config"
+	evText   = "input.text"
+	evDone   = "input.done"
+	evCancel = "input.cancel"
+	evClose  = "session.close"
+)
+
+// The server's events (word_timestamps and audio.cancelled are
+// omnistage's).
+const (
+	evAudioStart  = "audio.start"
+	evAudioDone   = "audio.done"
+	evWords       = "word_timestamps"
+	evCancelled   = "audio.cancelled"
+	evSessionDone = "session.done"
+	evError       = "error"
+)
+
+// wsDefaultFormat is a session's response_format when session.config
+// names none, as vLLM-Omni's.
+const wsDefaultFormat = encode.WAV
+
+// wsFormats are the response formats a session may ask for: each
+// sentence's audio is a file of its own, made by the encoders of package
+// encode as the samples come, that decodes to exactly the sentence's
+// samples (Ogg Opus states its encoder's delay and its length). Not mp3:
+// its file per sentence would put the encoder's delay and padding, silence
+// that decoders keep, between the sentences; nor aac, whose encoder is an
+// ffmpeg process that would start once per sentence.
+var wsFormats = []string{encode.PCM, encode.WAV, encode.Opus, encode.FLAC}
+
+// wsConfigEvent is session.config. Besides the fields omnistage reads, it
+// takes those of vLLM-Omni's that change nothing here, so that its clients
+// work unchanged, and refuses those that ask for a voice cloned from
+// reference audio.
+type wsConfigEvent struct {
+	Type           string        `json:"type"`
+	Model          string        `json:"model"`
+	Voice          apijson.Voice `json:"voice"`
+	Speaker        apijson.Voice `json:"speaker"` // vLLM-Omni's other name for voice
+	ResponseFormat string        `json:"response_format"`
+	Speed          *float64      `json:"speed"`
+	WordTimestamps bool          `json:"word_timestamps"`
+	StreamAudio    bool          `json:"stream_audio"`
+
+	// Taken and ignored: sentences are always spoken one by one as they
+	// complete, and the talker's voice has no language, task or seed to
+	// choose.
+	Instructions            json.RawMessage `json:"instructions"`
+	Language                json.RawMessage `json:"language"`
+	TaskType                json.RawMessage `json:"task_type"`
+	SplitGranularity        json.RawMessage `json:"split_granularity"`
+	Seed                    json.RawMessage `json:"seed"`
+	MaxNewTokens            json.RawMessage `json:"max_new_tokens"`
+	InitialCodecChunkFrames json.RawMessage `json:"initial_codec_chunk_frames"`
+	NonStreamingMode        json.RawMessage `json:"non_streaming_mode"`
+
+	// Refused: voice cloning.
+	RefAudio         json.RawMessage `json:"ref_audio"`
+	RefText          json.RawMessage `json:"ref_text"`
+	XVectorOnlyMode  json.RawMessage `json:"x_vector_only_mode"`
+	SpeakerEmbedding json.RawMessage `json:"speaker_embedding"`
+}
+
+// wsTextEvent is input.text.
+type wsTextEvent struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"`
+}
+
+// wsBareEvent is input.done, input.cancel and session.close: a type and
+// nothing else.
+type wsBareEvent struct {
+	Type string `json:"type"`
+}
+
+// wsConfig is a session's checked configuration: the pipeline, the audio
+// format and what a request of it asks for. An utterance keeps the one it
+// began with.
+type wsConfig struct {
+	pipeline   *served
+	format     string
+	stream     bool // stream_audio: a sentence's audio as it is made
+	timestamps bool
+	params     []json.RawMessage
+}
+
+// eventType returns the type of the event msg, a JSON object.
+func eventType(msg []byte) (string, error) {
+	var ev struct {
+		Type *string `json:"type"`
+	}
+	if err := json.Unmarshal(msg, &ev); err != nil {
+		return "", httperr.UnmarshalJSON(msg, &struct{}{}) // its own words for why
+	}
+	if ev.Type == nil || *ev.Type == "" {
+		return "", httperr.BadRequest("the event has no type: send {\"type\": %q, ...} first, then %q, %q, %q or %q", evConfig, evText, evDone, evCancel, evClose)
+	}
+	return *ev.Type, nil
+}
+
+// parseConfig checks a session.config event.
+func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
+	var ev wsConfigEvent
+	if err := httperr.UnmarshalJSON(msg, &ev); err != nil {
+		return nil, err
+	}
+	for name, v := range map[string]json.RawMessage{"ref_audio": ev.RefAudio, "ref_text": ev.RefText, "x_vector_only_mode": ev.XVectorOnlyMode, "speaker_embedding": ev.SpeakerEmbedding} {
+		if v != nil && string(v) != "null" {
+			return nil, httperr.BadRequest("%s: this server does not clone voices; pick one of the model's voices with voice (GET /v1/audio/voices lists them)", name)
+		}
+	}
+	p, err := s.model(ev.Model, false, "/v1/audio/speech/stream")
+	if err != nil {
+		return nil, err
+	}
+	if !p.cfg.Route.Produces(engine.KindAudio) {
+		return nil, httperr.BadRequest("model %s makes no audio: pick a model that speaks", p.name)
+	}
+	c := &wsConfig{pipeline: p, format: strings.ToLower(ev.ResponseFormat), stream: ev.StreamAudio, timestamps: ev.WordTimestamps}
+	if c.format == "" {
+		c.format = wsDefaultFormat
+	}
+	if !slices.Contains(wsFormats, c.format) {
+		return nil, httperr.BadRequest("response_format %q is not offered here: use %s (pcm is raw 16-bit little-endian mono at audio.start's sample_rate)", httperr.Short(ev.ResponseFormat), strings.Join(wsFormats, ", "))
+	}
+	if err := encode.Available(c.format); err != nil {
+		return nil, httperr.BadRequest("response_format %q is not available on this server: %v", c.format, err)
+	}
+	if c.timestamps && !slices.Contains(p.cfg.Route.Outputs(), string(engine.KindTimestamps)) {
+		return nil, httperr.BadRequest("word_timestamps: model %s has no aligner, so no word timestamps; set word_timestamps false or pick a model that has them (GET /v1/models)", p.name)
+	}
+	if err := checkInProcess(p, c); err != nil {
+		return nil, err
+	}
+	var tp talker.Params
+	voice := ev.Voice.ID
+	switch {
+	case voice != "" && ev.Speaker.ID != "" && !strings.EqualFold(voice, ev.Speaker.ID):
+		return nil, httperr.BadRequest("voice %q and speaker %q disagree: send one of them", httperr.Short(voice), httperr.Short(ev.Speaker.ID))
+	case voice == "":
+		voice = ev.Speaker.ID
+	}
+	if voice != "" {
+		if tp.Voice, err = s.voiceSet(p).resolve(voice); err != nil {
+			return nil, err
+		}
+	}
+	if ev.Speed != nil {
+		if !talker.SpeedOK(*ev.Speed) {
+			return nil, httperr.BadRequest("speed %g is outside %g..%g", *ev.Speed, talker.MinSpeed, talker.MaxSpeed)
+		}
+		tp.Speed = ev.Speed
+	}
+	if c.params, err = tp.SamplingParams(p.cfg.Route.NumIDs()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkInProcess refuses a pipeline whose request of c would run a stage
+// outside this process: worker and remote placements do not carry a
+// streamed request's input yet.
+func checkInProcess(p *served, c *wsConfig) error {
+	sel, err := p.cfg.Route.Select(c.modalities())
+	if err != nil {
+		return httperr.BadRequest("model %s: %v", p.name, err)
+	}
+	for _, id := range sel.Stages {
+		if pl := p.cfg.Deploy.Stages[id].Placement; pl != pipeline.PlacementInproc {
+			return httperr.BadRequest("model %s runs stage %d (%s) with placement %s, which does not take text as it streams yet: the speech stream needs every stage in process (placement inproc); POST /v1/audio/speech serves it", p.name, id, p.cfg.StageName(id), pl)
+		}
+	}
+	return nil
+}
+
+// modalities are what a request of c selects.
+func (c *wsConfig) modalities() []string {
+	if c.timestamps {
+		return []string{string(engine.KindAudio), string(engine.KindTimestamps)}
+	}
+	return []string{string(engine.KindAudio)}
+}
+
+// parseText returns the text of an input.text event.
+func parseText(msg []byte) (string, error) {
+	var ev wsTextEvent
+	if err := httperr.UnmarshalJSON(msg, &ev); err != nil {
+		return "", err
+	}
+	if ev.Text == nil {
+		return "", httperr.BadRequest("%s has no text: send {\"type\": %q, \"text\": \"...\"}", evText, evText)
+	}
+	return *ev.Text, nil
+}
+
+// parseBare checks an event that carries nothing but its type.
+func parseBare(msg []byte) error {
+	var ev wsBareEvent
+	return httperr.UnmarshalJSON(msg, &ev)
+}
+
+// errNotJSONText is the answer to a binary message: events are JSON text.
+var errNotJSONText = httperr.BadRequest("send each event as a JSON text message; binary messages are the server's audio")
+
+// errConfigFirst is the answer to any event before the first session.config.
+var errConfigFirst = httperr.BadRequest("send %s first: {\"type\": %q, \"model\": ..., \"voice\": ..., \"response_format\": \"pcm\"}", evConfig, evConfig)
+
+// errConfigOpen is the answer to session.config while an utterance takes
+// text.
+var errConfigOpen = httperr.BadRequest("%s cannot change an utterance in progress: send %s (or %s) first; the new configuration applies from the next utterance", evConfig, evDone, evCancel)
+
+// isClientError reports whether err is the client's fault (a 4xx).
+func isClientError(err error) bool {
+	status, _, _ := httperr.Classify(err)
+	return status >= 400 && status < 500
+}
+
+// The server's events.
+
+// wsAudioStart is audio.start: a sentence's audio begins (the binary
+// messages that follow are its audio, until its audio.done).
+type wsAudioStart struct {
+	Type           string `json:"type"`
+	UtteranceIndex int    `json:"utterance_index"`
+	SentenceIndex  int    `json:"sentence_index"`
+	SentenceText   string `json:"sentence_text"`
+	Format         string `json:"format"`
+	SampleRate     int    `json:"sample_rate"`
+	Channels       int    `json:"channels"`
+	RequestID      string `json:"request_id"`
+}
+
+// wsAudioDone is audio.done: a sentence's audio is all sent.
+type wsAudioDone struct {
+	Type           string `json:"type"`
+	UtteranceIndex int    `json:"utterance_index"`
+	SentenceIndex  int    `json:"sentence_index"`
+	TotalBytes     int64  `json:"total_bytes"`
+	Error          bool   `json:"error"`
+}
+
+// wsWords is word_timestamps: words of one sentence, on the utterance's
+// audio timeline, tied to the utterance's text by code point offsets.
+type wsWords struct {
+	Type           string        `json:"type"`
+	UtteranceIndex int           `json:"utterance_index"`
+	SentenceIndex  int           `json:"sentence_index"`
+	Words          []engine.Word `json:"words"`
+}
+
+// wsSessionDone is session.done: an utterance is all spoken.
+type wsSessionDone struct {
+	Type           string `json:"type"`
+	UtteranceIndex int    `json:"utterance_index"`
+	TotalSentences int    `json:"total_sentences"`
+	TotalBytes     int64  `json:"total_bytes"`
+	RequestID      string `json:"request_id,omitempty"`
+}
+
+// wsCancelled is audio.cancelled: an utterance was stopped, and no audio
+// of it follows. It says how much of it was sent, and the part of its text
+// that audio fully covered, as far as the server can tell (wsHeard).
+type wsCancelled struct {
+	Type           string        `json:"type"`
+	UtteranceIndex int           `json:"utterance_index"`
+	SentenceIndex  int           `json:"sentence_index"`
+	TotalBytes     int64         `json:"total_bytes"`
+	AudioMs        int           `json:"audio_ms"`
+	HeardCharEnd   int           `json:"heard_char_end"`
+	HeardText      string        `json:"heard_text"`
+	Words          []engine.Word `json:"words"`
+	RequestID      string        `json:"request_id,omitempty"`
+}
+
+// wsError is error: a refused event, a failed utterance or the end of the
+// session, with the code the HTTP API would give it.
+type wsError struct {
+	Type           string `json:"type"`
+	Message        string `json:"message"`
+	Code           string `json:"code"`
+	UtteranceIndex *int   `json:"utterance_index,omitempty"`
+}
+
+// errorEvent returns err as an error event, about utterance u when u >= 0.
+func errorEvent(err error, u int) wsError {
+	_, _, code := httperr.Classify(err)
+	ev := wsError{Type: evError, Message: err.Error(), Code: code}
+	if u >= 0 {
+		ev.UtteranceIndex = &u
+	}
+	return ev
+}
