@@ -61,7 +61,9 @@ func (s *stageSink) Send(ctx context.Context, c engine.Chunk) error {
 		s.rq.o.metrics.lateDropped.Inc()
 		return err
 	}
-	if b := s.bind; b.first.Load() == 0 && b.first.CompareAndSwap(0, time.Now().UnixNano()) {
+	// On the monotonic clock since submission (+1, so never 0), as the
+	// stage's other times are.
+	if b := s.bind; b.first.Load() == 0 && b.first.CompareAndSwap(0, int64(time.Since(s.rq.submitted))+1) {
 		b.stageEvent("first_output")
 	}
 	if err := s.audio.spend(c.Audio); err != nil {

@@ -876,7 +876,13 @@ func TestHopsShareAnID(t *testing.T) {
 // then one per route stage, in route order, each bound before it started,
 // its first output before it ended.
 func TestTimings(t *testing.T) {
-	f := newFixture(t, setup{})
+	hold := make(chan struct{})
+	f := newFixture(t, setup{hooks: testengine.Hooks{Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
+		if e.Spec.Name == "aligner" {
+			<-hold // the request cannot end before the first check
+		}
+		return nil
+	}}})
 	s, err := f.o.Submit(context.Background(), Request{Prompt: engine.Prompt{Text: "x y"}, Modalities: []string{"audio", "timestamps"}})
 	if err != nil {
 		t.Fatal(err)
@@ -884,6 +890,7 @@ func TestTimings(t *testing.T) {
 	if tl := s.Timings(); tl != nil {
 		t.Errorf("timings before the end: %+v", tl)
 	}
+	close(hold)
 	if _, err := collect(t, s); err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,8 @@ type binding struct {
 
 	// The stage's timeline (Stream.Timings): bound when bind got its
 	// replica, started and ended around Process (written by its task), first
-	// when it sent its first chunk (unix nanos, by whatever goroutine sent).
+	// when it sent its first chunk (nanoseconds after the submission, plus
+	// one, on the monotonic clock, by whatever goroutine sent).
 	bound, started, ended time.Time
 	first                 atomic.Int64
 
@@ -452,8 +453,10 @@ func (rq *request) finish() {
 		o.metrics.abortDrain.Observe(time.Since(time.Unix(0, t)).Seconds())
 	}
 	o.release(rq)
-	close(rq.out)
+	// done first: a reader that saw the stream end (out closed) finds the
+	// request ended (Timings, Err).
 	close(rq.done)
+	close(rq.out)
 }
 
 // abort cancels the request with cause and marks it draining. Only the first

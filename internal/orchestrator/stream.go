@@ -65,7 +65,7 @@ func (s *Stream) Timings() []StageTiming {
 		b := &rq.bindings[i]
 		first := -1.0
 		if n := b.first.Load(); n != 0 {
-			first = ms(time.Unix(0, n))
+			first = ms(rq.submitted.Add(time.Duration(n - 1)))
 		}
 		out[i] = StageTiming{Stage: b.job.StageID, Name: b.stage.name, Replica: b.replica.ID,
 			BoundMs: ms(b.bound), StartMs: ms(b.started), FirstOutputMs: first, EndMs: ms(b.ended)}

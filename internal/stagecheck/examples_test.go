@@ -122,7 +122,11 @@ func TestExamples(t *testing.T) {
 				}
 				env[k] = v
 			}
-			rep := batteryOf(t, Options{Command: []string{python, filepath.Join(root, ex.program)}, Env: env, Input: ex.input})
+			opts := Options{Command: []string{python, filepath.Join(root, ex.program)}, Env: env, Input: ex.input}
+			if !strings.HasPrefix(ex.program, "examples/broken/") {
+				opts.Timeout = goodTimeout
+			}
+			rep := batteryOf(t, opts)
 			expect(t, rep, ex.want)
 		})
 	}

@@ -22,33 +22,33 @@ func TestMain(m *testing.M) {
 }
 
 // Bounds of the tests' batteries: a broken stage costs some of each.
+// goodTimeout is the wait bound of programs that pass: generous, since a
+// Python program's start on a loaded machine can take seconds, and a
+// program that answers never waits it out.
 const (
 	testTimeout       = 3 * time.Second
 	testCancelTimeout = 500 * time.Millisecond
 	testStopTimeout   = time.Second
-	// testBound bounds a whole battery.
-	testBound = 30 * time.Second
+	goodTimeout       = 30 * time.Second
 )
 
-// battery runs the battery on command, with env, and checks it ends within
-// testBound.
+// battery runs the battery on command, with env.
 func battery(t *testing.T, command []string, env map[string]string) Report {
 	t.Helper()
 	return batteryOf(t, Options{Command: command, Env: env})
 }
 
-// batteryOf runs the battery with opts under the tests' bounds, and checks
-// it ends within testBound.
+// batteryOf runs the battery with opts under the tests' bounds (a wait
+// bound opts sets is kept).
 func batteryOf(t *testing.T, opts Options) Report {
 	t.Helper()
 	stderr := &testkit.SyncBuffer{}
 	opts.Stderr = stderr
-	opts.Timeout, opts.CancelTimeout, opts.StopTimeout = testTimeout, testCancelTimeout, testStopTimeout
-	t0 := time.Now()
-	rep := Run(context.Background(), opts)
-	if d := time.Since(t0); d > testBound {
-		t.Errorf("the battery took %s; want it within %s", d, testBound)
+	if opts.Timeout == 0 {
+		opts.Timeout = testTimeout
 	}
+	opts.CancelTimeout, opts.StopTimeout = testCancelTimeout, testStopTimeout
+	rep := Run(context.Background(), opts)
 	if len(rep.Cases) != len(cases) {
 		t.Fatalf("%d results; want one per case (%d)", len(rep.Cases), len(cases))
 	}
