@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 )
@@ -102,12 +103,24 @@ func (l *answerListener) Accept() (net.Conn, error) {
 type answerConnKey struct{}
 
 // connContext is http.Server.ConnContext: it lets a request's handler
-// reach its answerConn (ownedBy).
+// reach its answerConn (ownedBy), and a streamed hop its connection (see
+// hop.WithConn).
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	if ac, ok := c.(*answerConn); ok {
-		return context.WithValue(ctx, answerConnKey{}, ac)
+		ctx = context.WithValue(ctx, answerConnKey{}, ac)
 	}
-	return ctx
+	return hop.WithConn(ctx, netConn(c))
+}
+
+// netConn returns the network connection under Run's wrappers of it.
+func netConn(c net.Conn) net.Conn {
+	if ac, ok := c.(*answerConn); ok {
+		c = ac.Conn
+	}
+	if lc, ok := c.(*limitConn); ok {
+		c = lc.Conn
+	}
+	return c
 }
 
 // ownedBy tells r's answerConn, if any, that a handler owns it.

@@ -90,8 +90,12 @@ type Options struct {
 	// stream): a client that stops reading is cut off and its request
 	// aborted.
 	ChunkWriteTimeout time.Duration
-	// BodyReadTimeout bounds reading a request body.
+	// BodyReadTimeout bounds reading a request body (for a streamed
+	// /v1/run body, the wait for each frame to begin).
 	BodyReadTimeout time.Duration
+	// HopLimits bound each streamed /v1/run hop: its input's rate and its
+	// length (package hop's Limits; the zero value is their defaults).
+	HopLimits hop.Limits
 	// TracerProvider, when set, traces every request but the probes and
 	// /metrics: a server span per request (otelhttp; /v1/run's is the hop
 	// server's, see package hop), child of the caller's traceparent, and
@@ -209,7 +213,7 @@ func (s *Server) add(o *orchestrator.Orchestrator) error {
 	h, err := hop.NewServer(o, hop.ServerOptions{
 		Codec: s.opts.Codec, Stage: s.opts.Stage, Logger: s.opts.Logger, MaxBody: s.opts.MaxRunBody,
 		BodyReadTimeout: s.opts.BodyReadTimeout, WriteTimeout: s.opts.ChunkWriteTimeout,
-		TracerProvider: s.opts.TracerProvider,
+		TracerProvider: s.opts.TracerProvider, Limits: s.opts.HopLimits,
 	})
 	if err != nil {
 		return fmt.Errorf("api: %w", err)

@@ -40,9 +40,11 @@ stage 0), so
   --stage http://127.0.0.1:8101 --stage http://127.0.0.1:8102
 is stage 0 and stage 1, and
   --stage 0=http://a:8101,http://b:8101 --stage 1=http://c:8102
-gives stage 0 two servers: calls start at each in turn, and a call that gets
-no answer or a 5xx before its answer starts moves on to the next (calls are
-stateless, so this is safe). A 4xx ends the run with the server's message.
+gives stage 0 two servers: calls start at each in turn, and a call that
+fails before its answer's first chunk (no answer, a 5xx, or --hop-timeout of
+silence) moves on to the next (calls are stateless, so this is safe). Once
+an answer has passed a chunk on, its call is bound to its server: a failure
+then ends the run, as a 4xx does at once, with the server's message.
 
 A progress line per call goes to standard error, with the time to the
 call's first chunk. The audio is written to -o as a WAV file (out.wav
@@ -101,7 +103,7 @@ func parseRun(env Env, args []string) (c *runCommand, status int, ok bool) {
 	fs.StringVar(&c.apiKeyFile, "api-key-file", "", "send the API key in `FILE` as a bearer token")
 	fs.StringVar(&c.requestID, "request-id", "", "the request id (default: the server generates one)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long (0: no limit)")
-	fs.DurationVar(&c.hopTimeout, "hop-timeout", hop.DefaultAnswerTimeout, "give up on a server whose answer has not begun after this long, and try the stage's next server if it has one (negative: wait forever)")
+	fs.DurationVar(&c.hopTimeout, "hop-timeout", hop.DefaultAnswerTimeout, "give up on a server whose answer has not begun, or has gone silent, for this long, and try the stage's next server if it has one and nothing of the answer was passed on yet (negative: wait forever)")
 	pos, status, ok := parse(fs, args)
 	if !ok {
 		return nil, status, false

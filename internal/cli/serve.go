@@ -18,7 +18,7 @@ import (
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
-const serveSynopsis = "serve [--config F ...] [--default-model NAME] [--start-partial] [--addr 127.0.0.1:8080] [--stage N [--pipeline NAME]] [--payload-key-file F ...] [--payload-lifetime D] [--insecure] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--allowed-hosts H] [--wyoming ADDR [--wyoming-insecure]] [--log-level L]"
+const serveSynopsis = "serve [--config F ...] [--default-model NAME] [--start-partial] [--addr 127.0.0.1:8080] [--stage N [--pipeline NAME]] [--payload-key-file F ...] [--payload-lifetime D] [--insecure] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--allowed-hosts H] [--hop-min-input-rate B] [--hop-input-window D] [--hop-max-duration D] [--wyoming ADDR [--wyoming-insecure]] [--log-level L]"
 
 // serveFlags are serve's command line, parsed and checked.
 type serveFlags struct {
@@ -43,6 +43,7 @@ type serveFlags struct {
 	allowedHosts    []string
 	logLevel        slog.Level
 	wyoming         wyomingFlags
+	hop             hopLimitFlags
 }
 
 // parseServeFlags parses serve's arguments. When ok is false the command
@@ -72,6 +73,7 @@ func parseServeFlags(env Env, args []string) (f *serveFlags, status int, ok bool
 	corsOrigins := fs.String("cors-origins", "", "comma-separated web origins whose pages may call the API from a browser (https://app.example.com), or * for any; the server also answers to their hosts; default none")
 	allowedHosts := fs.String("allowed-hosts", "", "comma-separated host names the server answers to besides its addresses, localhost, its host name and --addr's: names (stage-1.example.com), .example.com or *.example.com for a domain's, or * for any; a request naming another host is refused (403 forbidden_host), which keeps rebound DNS names out")
 	f.wyoming.register(fs)
+	f.hop.register(fs)
 	logLevel := fs.String("log-level", defaultLevel, "log level: debug, info, warn or error")
 	pos, status, ok := parse(fs, args)
 	if !ok {
@@ -95,6 +97,9 @@ func parseServeFlags(env Env, args []string) (f *serveFlags, status int, ok bool
 	if err := f.wyoming.check(f); err != nil {
 		return fail("%v", err)
 	}
+	if _, err := f.hop.limits(); err != nil {
+		return fail("%v", err)
+	}
 	f.corsOrigins = commaList(*corsOrigins)
 	f.allowedHosts = commaList(*allowedHosts)
 	if host, _, err := net.SplitHostPort(f.addr); err == nil && host != "" && net.ParseIP(host) == nil {
@@ -116,8 +121,9 @@ func commaList(s string) []string {
 
 // apiOptions are the HTTP server's options that come from the flags.
 func (f *serveFlags) apiOptions() api.Options {
+	hopLimits, _ := f.hop.limits() // checked by parseServeFlags
 	return api.Options{ShutdownTimeout: f.shutdownTimeout, MaxConns: f.maxConns, CORSOrigins: f.corsOrigins, AllowedHosts: f.allowedHosts,
-		DefaultModel: f.defaultModel, StartPartial: f.startPartial}
+		DefaultModel: f.defaultModel, StartPartial: f.startPartial, HopLimits: hopLimits}
 }
 
 func serve(ctx context.Context, env Env, args []string) int {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/payload"
 )
 
 // Defaults of Chain.
@@ -23,27 +22,40 @@ const (
 	DefaultBackoff    = 100 * time.Millisecond
 	DefaultMaxBackoff = 5 * time.Second
 	DefaultMaxHops    = 32
-	// DefaultAnswerTimeout is Chain.AnswerTimeout's default: a stage
-	// server answers at once, before its stage has produced anything.
+	// DefaultAnswerTimeout is Chain.AnswerTimeout's default, and
+	// IdleTimeout's: a stage server answers at once, before its stage has
+	// produced anything, and its stage's output pauses only while the
+	// stage works (a sentence).
 	DefaultAnswerTimeout = 30 * time.Second
 )
 
 // Chain drives requests through a pipeline's stage servers with streamed
-// calls: it posts the prompt to stage 0, and as soon as an answer's
-// headers arrive it opens a call to the stage the answer names and pipes
+// calls: it posts the prompt to stage 0, and as soon as an answer's first
+// chunk arrives it opens a call to the stage the answer names and pipes
 // the answer's stream into it, as it comes, until an answer is finished.
 // So every stage runs at once, as in one server, and the first audio
 // arrives while the text is still being read. The chain keeps no payload:
 // it copies the streams' bytes as they are and reads, as they pass, the
 // outputs the request selected.
 //
-// When a call fails before its answer's headers (no answer, or a 5xx),
-// Chain makes the same call to the next server of the same stage (calls
-// are stateless, so this is safe; what the failed call had read of a
-// streamed input is replayed), up to Attempts calls for one stage of a
-// request. A 4xx answer ends the request at once, as does a failure once
-// an answer is under way. A Chain is safe for concurrent use; its fields
-// must not change while it runs.
+// Every silence of a call is bounded: the wait for its answer to begin
+// (AnswerTimeout), then each wait for a byte of the answer (IdleTimeout),
+// so a server that stops or hangs mid-answer fails the call instead of
+// holding the request forever.
+//
+// A call fails over while nothing of its answer has gone anywhere: when
+// it fails before its answer's first chunk (no answer, a 5xx or an error
+// frame of one, a silence past its bound, a stream cut short), Chain
+// makes the same call to the next server of the same stage (calls are
+// stateless, so this is safe), up to Attempts calls for one stage of a
+// request, as long as all the failed call read of its input can be sent
+// again: the chain holds what the calls to a stage read of their input
+// until one's answer has begun (stage 0's is the request itself; a later
+// stage's, the earlier answer's stream, up to maxReplay bytes). Once an
+// answer has passed a chunk on, to the next call or to the caller, its
+// call is bound: a failure ends the request, as a 4xx answer does at
+// once. A Chain is safe for concurrent use; its fields must not change
+// while it runs.
 type Chain struct {
 	// Client makes the calls; nil means the zero Client.
 	Client *Client
@@ -69,6 +81,10 @@ type Chain struct {
 	// (hung, stopped) fails the call, which may then go to another server.
 	// 0 means DefaultAnswerTimeout; negative, no bound.
 	AnswerTimeout time.Duration
+	// IdleTimeout bounds each wait for a byte of an answer once it has
+	// begun: a server that stops mid-answer fails the call. 0 means
+	// AnswerTimeout; negative, no bound.
+	IdleTimeout time.Duration
 	// OnCall, when set, is called with the report of every call when it
 	// ends: a failed call at once, one that got an answer once its answer
 	// has ended. Calls may come from several goroutines, one at a time.
@@ -177,21 +193,22 @@ func (c *Chain) Run(ctx context.Context, req *RunRequest, out OutputFunc) (*Outc
 	contentType := "application/json"
 	res := &Outcome{}
 	for range maxHops {
-		a, call, err := c.open(ctx, stage, input, contentType)
+		b, err := c.open(ctx, stage, input, contentType)
 		if err != nil {
 			return nil, run.fail(err)
 		}
+		a := b.a
 		if res.RequestID == "" {
 			res.RequestID = a.RequestID
 		}
 		if a.Finished {
-			if err := c.finish(run, call, a); err != nil {
+			if err := c.finish(run, b); err != nil {
 				return nil, err
 			}
 			res.Stage = a.Stage
 			return res, nil
 		}
-		input, contentType, stage = newReplayReader(c.handOn(run, call, a)), ContentType, a.Stage
+		input, contentType, stage = newReplayReader(c.handOn(run, b)), ContentType, a.Stage
 	}
 	return nil, run.fail(fmt.Errorf("hop: request not finished after %d hops", maxHops))
 }
@@ -233,13 +250,13 @@ func (r *chainRun) fail(err error) error {
 	return context.Cause(r.ctx)
 }
 
-// handOn starts copying answer a of call, as it comes, into the input of
-// the next call, which it returns.
-func (c *Chain) handOn(r *chainRun, call *callInfo, a *Answer) io.Reader {
+// handOn starts copying answer b, as it comes, into the input of the next
+// call, which it returns.
+func (c *Chain) handOn(r *chainRun, b *begun) io.Reader {
 	pr, pw := io.Pipe()
 	r.pipes = append(r.pipes, pr)
 	r.pumps.Go(func() {
-		err := c.read(call, a, pw, r.out)
+		err := c.read(b, pw, r.out)
 		if err != nil {
 			// The cause first: the next hop fails once its input
 			// does, and its error must not take the cause's place.
@@ -250,10 +267,10 @@ func (c *Chain) handOn(r *chainRun, call *callInfo, a *Answer) io.Reader {
 	return pr
 }
 
-// finish reads the final answer a to its end and waits until the answers
+// finish reads the final answer b to its end and waits until the answers
 // before it have been read too; it returns the run's failure, if any.
-func (c *Chain) finish(r *chainRun, call *callInfo, a *Answer) error {
-	if err := c.read(call, a, nil, r.out); err != nil {
+func (c *Chain) finish(r *chainRun, b *begun) error {
+	if err := c.read(b, nil, r.out); err != nil {
 		return r.fail(err)
 	}
 	r.pumps.Wait()
@@ -263,17 +280,12 @@ func (c *Chain) finish(r *chainRun, call *callInfo, a *Answer) error {
 	return nil
 }
 
-// callInfo is what read needs to report a call that is under way.
-type callInfo struct {
-	report CallReport
-	start  time.Time
-}
-
-// read reads answer a of a call to its end: it copies the stream's bytes
+// read reads answer b of a call to its end: it copies the stream's bytes
 // to next, when there is a next call, and hands its data to out when the
 // request selected it. It reports the call, and returns the first error
 // as a *CallError.
-func (c *Chain) read(call *callInfo, a *Answer, next io.Writer, out OutputFunc) (err error) {
+func (c *Chain) read(b *begun, next io.Writer, out OutputFunc) (err error) {
+	a, call := b.a, b.call
 	defer a.Body.Close()
 	h := call.report
 	h.Next, h.Finished = a.Stage, a.Finished
@@ -285,36 +297,30 @@ func (c *Chain) read(call *callInfo, a *Answer, next io.Writer, out OutputFunc) 
 		}
 		c.onCall(h)
 	}()
-	counted := &countingReader{r: a.Body}
-	var body io.Reader = counted
 	if next != nil {
-		body = io.TeeReader(counted, next)
+		if err := b.body.handOn(next); err != nil {
+			return &TransportError{Err: err}
+		}
 	}
-	// The chain has no key: it reads the frames without checking their
-	// tags; the next server and the caller's own checks do.
-	sr := payload.NewCodec(nil).NewStreamReader(body)
-	if _, _, err := sr.Header(nil); err != nil {
-		return answerError(err)
-	}
-	for {
-		chunk, err := sr.Next()
-		if errors.Is(err, io.EOF) {
-			h.Bytes = counted.n
-			return nil
-		}
-		if err != nil {
-			return answerError(err)
-		}
-		if h.Chunks == 0 {
-			h.FirstChunk = time.Since(call.start)
-		}
+	for chunk, ended := b.first, b.ended; !ended; {
 		h.Chunks++
 		if a.Output != "" && out != nil {
-			if err := out(a.Output, chunk); err != nil {
+			if err := out(a.Output, *chunk); err != nil {
 				return err
 			}
 		}
+		more, err := b.sr.Next()
+		switch {
+		case errors.Is(err, io.EOF):
+			ended = true
+		case err != nil:
+			return call.streamError(err)
+		default:
+			chunk = &more
+		}
 	}
+	h.Bytes = b.body.n
+	return nil
 }
 
 func (c *Chain) onCall(h CallReport) {
@@ -324,16 +330,4 @@ func (c *Chain) onCall(h CallReport) {
 	c.onCallMu.Lock()
 	defer c.onCallMu.Unlock()
 	c.OnCall(h)
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }

@@ -45,6 +45,13 @@
 // /v1/requests/{id} on a stage server aborts every hop of that request
 // there (see package orchestrator).
 //
+// # Bounds
+//
+// A stage server bounds every streamed hop (Limits): the rate of its
+// input within a frame, the pause between two frames, and its length, so
+// that a caller that sends slowly cannot hold a replica. A Chain bounds
+// every silence of its calls' answers.
+//
 // # Transport
 //
 // A streamed hop is one HTTP/1.1 request whose body and answer stream at
@@ -81,7 +88,8 @@
 // connection of its own while it runs (calls are few: a replica runs two
 // at once by default), and a server notices a caller that went away only
 // by reading or writing, which is why the server reads the input ahead of
-// the stage. Proxies between hops must
+// the stage, and, while that read-ahead is full, watches the connection's
+// TCP state (WithConn). Proxies between hops must
 // not buffer bodies (a Kubernetes Service does not). Stage servers also
 // speak h2c, to clients that want it.
 package hop

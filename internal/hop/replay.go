@@ -1,7 +1,8 @@
 package hop
 
 // The input of a Chain's calls to one stage of a request, recorded until
-// an answer begins, so that a retry reads it again from its start.
+// an answer begins (up to maxReplay bytes), so that a retry reads it again
+// from its start.
 
 import (
 	"errors"
@@ -10,8 +11,10 @@ import (
 )
 
 // replayReader is the input of a request's calls to one stage, read by one
-// call after another: until a call's answer arrives it records what calls
-// read, so that the next call to the stage reads it again before the rest.
+// call after another: until a call's answer has begun it records what
+// calls read, so that the next call to the stage reads it again before the
+// rest. Past maxReplay bytes it stops recording: the input can no longer
+// be sent again, and the calls to the stage no longer move.
 // Only the latest call may read; an earlier one, which the transport may
 // still be reading for, gets an error, and what its read under way brings
 // is kept for the latest.
@@ -54,6 +57,11 @@ func (r *replayReader) replayable() bool {
 }
 
 var errStaleCall = errors.New("hop: the input moved on to a later call")
+
+// maxReplay bounds what a replayReader records: a stage that takes that
+// much of its input before its first output is not called again
+// elsewhere.
+const maxReplay = 8 << 20
 
 type replayCall struct {
 	r   *replayReader
@@ -107,6 +115,9 @@ func (c *replayCall) Read(p []byte) (int, error) {
 		// This call went stale while it read: the latest one gets it.
 		r.buf = append(r.buf, p[:n]...)
 		return 0, errStaleCall
+	case r.recording && len(r.buf)+n > maxReplay:
+		// c has read all that was recorded: the record can go.
+		r.recording, r.buf, c.off = false, nil, 0
 	case r.recording:
 		r.buf = append(r.buf, p[:n]...)
 		c.off += n

@@ -1,7 +1,8 @@
 package hop
 
 // Opening one call of a Chain: the stage's URLs in turn, with pauses
-// between passes, and a bound on the wait for the answer to begin.
+// between passes, until a call's answer has begun (its headers and its
+// first chunk, under bounds on each silence).
 
 import (
 	"context"
@@ -12,11 +13,11 @@ import (
 )
 
 // open makes the request's call to a server of stage, retrying as the
-// Chain's doc says, and returns its answer.
-func (c *Chain) open(ctx context.Context, stage int, input *replayReader, contentType string) (*Answer, *callInfo, error) {
+// Chain's doc says, and returns its answer once it has begun.
+func (c *Chain) open(ctx context.Context, stage int, input *replayReader, contentType string) (*begun, error) {
 	urls := c.Stages[stage]
 	if len(urls) == 0 {
-		return nil, nil, &NoServerError{Stage: stage}
+		return nil, &NoServerError{Stage: stage}
 	}
 	client := c.Client
 	if client == nil {
@@ -31,15 +32,15 @@ func (c *Chain) open(ctx context.Context, stage int, input *replayReader, conten
 	for a := range attempts {
 		if a >= len(urls) {
 			if err := sleep(ctx, c.pause(a/len(urls), last)); err != nil {
-				return nil, nil, fmt.Errorf("hop: stage %d: %w", stage, err)
+				return nil, fmt.Errorf("hop: stage %d: %w", stage, err)
 			}
 		}
 		u := urls[(start+a)%len(urls)]
 		call := &callInfo{report: CallReport{Stage: stage, URL: u, Attempt: a + 1}, start: time.Now()}
-		ans, err := c.openOne(ctx, client, u, input.attempt(), contentType)
+		b, err := c.openOne(ctx, client, u, input.attempt(), contentType, call)
 		if err == nil {
 			input.stopRecording()
-			return ans, call, nil
+			return b, nil
 		}
 		h := call.report
 		h.Duration, h.Err = time.Since(call.start), err
@@ -49,46 +50,48 @@ func (c *Chain) open(ctx context.Context, stage int, input *replayReader, conten
 		}
 		c.onCall(h)
 		if ctx.Err() != nil {
-			return nil, nil, fmt.Errorf("hop: stage %d: %w", stage, context.Cause(ctx))
+			return nil, fmt.Errorf("hop: stage %d: %w", stage, context.Cause(ctx))
 		}
 		if !h.Retrying {
-			return nil, nil, &CallError{Stage: stage, URL: u, Attempts: a + 1, Err: err}
+			return nil, &CallError{Stage: stage, URL: u, Attempts: a + 1, Err: err}
 		}
 		last = err
 	}
 	panic("unreachable") // the last attempt never retries
 }
 
-// openOne makes one call, bounded by AnswerTimeout until its answer
-// begins. A call that times out is a *TransportError (retryable); the
-// answer's body, once it has begun, is not bounded.
-func (c *Chain) openOne(ctx context.Context, client *Client, u string, body io.Reader, contentType string) (*Answer, error) {
-	limit := c.AnswerTimeout
-	if limit == 0 {
-		limit = DefaultAnswerTimeout
-	}
-	if limit < 0 {
-		return client.Open(ctx, u, body, contentType)
-	}
+// openOne makes one call and waits for its answer to begin, each silence
+// bounded (see watch). A silence past its bound is a *TransportError
+// (retryable); so is an answer cut short before its first chunk.
+func (c *Chain) openOne(ctx context.Context, client *Client, u string, body io.Reader, contentType string, call *callInfo) (*begun, error) {
 	callCtx, cancel := context.WithCancelCause(ctx)
-	t := time.AfterFunc(limit, func() {
-		cancel(fmt.Errorf("no answer within %s (a hung or stopped server?)", limit))
-	})
-	ans, err := client.Open(callCtx, u, body, contentType)
-	if !t.Stop() && ctx.Err() == nil {
-		// The timer fired: the call's own error is the cancellation.
-		if err == nil {
-			ans.Body.Close()
+	w := c.newWatch(cancel)
+	call.silence = func() error {
+		if ctx.Err() == nil && callCtx.Err() != nil {
+			return context.Cause(callCtx)
 		}
-		cancel(nil)
-		return nil, &TransportError{Err: context.Cause(callCtx)}
+		return nil
 	}
+	ans, err := client.Open(callCtx, u, w.input(body), contentType)
 	if err != nil {
+		w.stop()
+		if cause := call.silence(); cause != nil {
+			err = &TransportError{Err: cause}
+		}
 		cancel(nil)
 		return nil, err
 	}
-	ans.Body = &cancelOnClose{ReadCloser: ans.Body, cancel: func() { cancel(nil) }}
-	return ans, nil
+	ans.Body = &cancelOnClose{ReadCloser: ans.Body, cancel: func() {
+		w.stop()
+		cancel(nil)
+	}}
+	w.began()
+	b, err := begin(ans, call, w)
+	if err != nil {
+		ans.Body.Close()
+		return nil, err
+	}
+	return b, nil
 }
 
 // cancelOnClose ends a call's context when its answer's body is closed.

@@ -49,8 +49,10 @@ type ServerOptions struct {
 	// codec's size limit.
 	MaxBody int64
 	// BodyReadTimeout bounds reading a JSON body, and the wait for each
-	// frame of a streamed one.
+	// frame of a streamed one to begin.
 	BodyReadTimeout time.Duration
+	// Limits bound each streamed hop: its input's rate and its length.
+	Limits Limits
 	// WriteTimeout bounds each write of an answer (one frame of a stream):
 	// a caller that stops reading is cut off and the hop aborted.
 	WriteTimeout time.Duration
@@ -108,6 +110,7 @@ func NewServer(o *orchestrator.Orchestrator, opts ServerOptions) (*Server, error
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
+	opts.Limits = opts.Limits.withDefaults(cfg)
 	if opts.MaxBodyMemory <= 0 {
 		opts.MaxBodyMemory = DefaultBodyMemoryFactor * opts.MaxBody
 	}

@@ -5,6 +5,7 @@ package hop
 // payload stream as the stage makes it.
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -28,25 +29,29 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, start time.
 	if err := rc.EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
-	body := &bodyReader{r: r.Body, rc: rc, idle: s.opts.BodyReadTimeout}
+	body := newBodyReader(r.Body, rc, s.opts.BodyReadTimeout, s.opts.Limits)
 	defer body.finish()
-	sr := s.codec.NewStreamReader(body)
+	br := bufio.NewReaderSize(body, streamReadBuffer)
+	sr := s.codec.NewStreamReader(br)
 	c, err := s.parseStream(sr)
 	if err != nil {
-		return err
+		if body.abort() {
+			// The rest of the body is not read, not even to keep the
+			// connection: a caller that stalls could hold it so.
+			w.Header().Set("Connection", "close")
+		}
+		return body.inputError(err)
 	}
 	r, end := s.traced(r, c, start, true)
 	defer func() { end(err) }()
-	// The hop ends when its caller goes away, even while its stage reads
-	// nothing of its input.
+	// The hop ends when its input fails (its caller went away, or broke a
+	// bound), even while its stage reads nothing of it.
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	// Big frames take their memory from the bodies' budget (the small
 	// frames of audio never do).
 	sr.SetBudget(r.Context(), s.bodies, "/v1/run frames")
-	input := readFrames(sr, body, s.cfg.Deploy.StreamBuffer, func(err error) {
-		cancel(fmt.Errorf("the caller went away: %w", err))
-	})
+	input := readFrames(sr, br, body, s.cfg.Deploy.StreamBuffer, peerGoneProbe(r), cancel)
 	defer sr.Release() // after input.close: the reader has stopped
 	defer input.close()
 	c.input = input
@@ -64,14 +69,24 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, start time.
 	return err
 }
 
+// streamReadBuffer is the buffer a streamed body is read through: a
+// frame of audio costs one read of the body or less.
+const streamReadBuffer = 32 << 10
+
 // runStreamed runs the call and answers with a payload stream: a hand-off
 // to the next stage or the request's final output, sent frame by frame as
 // the stage produces it. Errors after the headers end the stream with an
 // error frame.
 func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, c *call) error {
+	var input *bodyReader
+	if f, ok := c.input.(*frameSource); ok {
+		input = f.body
+	}
+	r, unbound := s.bound(r, input)
+	defer unbound()
 	st, err := s.submit(r, c)
 	if err != nil {
-		return err
+		return hopError(r, c, err)
 	}
 	defer st.Close()
 	kind, head, err := s.streamHead(w.Header(), c)
@@ -150,6 +165,7 @@ func (s *Server) pump(r *http.Request, c *call, st *orchestrator.Stream, sw *pay
 			err = out.Flush()
 		}
 		if err != nil {
+			err = hopError(r, c, err)
 			s.streamFailed(r, c, err)
 			status, _, code := httperr.Classify(err)
 			if sw.Fail(&payload.StreamError{Status: status, Code: code, Message: err.Error()}) == nil {
