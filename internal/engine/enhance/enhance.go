@@ -222,7 +222,7 @@ func (e *Enhancer) Process(ctx context.Context, job *engine.Job) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", Name, err)
 		}
-		if err := job.Out.Send(ctx, engine.Chunk{Audio: a}); err != nil {
+		if err := job.Out.Send(ctx, engine.Chunk{Audio: a, Span: c.Span}); err != nil {
 			return fmt.Errorf("%s: %w", Name, err)
 		}
 	}

@@ -428,3 +428,20 @@ func ExampleRegister() {
 	fmt.Println(r.Names())
 	// Output: [audio-enhance]
 }
+
+// TestProcessKeepsSpans: a chunk that begins a sentence's audio (its span)
+// still does after the enhancer, so the sentence's events survive it.
+func TestProcessKeepsSpans(t *testing.T) {
+	e := newTestEnhancer(t, nil)
+	x := speech(16000, 0.5, -20, 1)
+	in := audioChunks(16000, x[:4000], x[4000:])
+	span := &engine.Span{Sentence: 1, Start: 6, End: 12, Text: "Second"}
+	in[1].Span = span
+	out, err := run(t, e, "", in...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Span != nil || out[1].Span != span {
+		t.Errorf("spans %v, %v; want none, then %+v", out[0].Span, out[1].Span, *span)
+	}
+}
