@@ -77,9 +77,9 @@ func TestParseAll(t *testing.T) {
 }
 func TestDefaultModel(t *testing.T) {
 	for _, tc := range []struct {
-		names      []string
-		want, got  string
-		errPrefix  string
+		names     []string
+		want, got string
+		errPrefix string
 	}{
 		{names: []string{"a", "tts"}, got: "tts"},
 		{names: []string{"b", "a"}, got: "b"},
