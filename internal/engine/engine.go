@@ -22,6 +22,14 @@
 // both want a stage's output), so an engine treats the chunks it receives as
 // read-only and writes its results into new slices.
 //
+// # Turns on the CPU
+//
+// An engine runs each unit of CPU work of a request (a sentence's
+// synthesis, its vocoding, its alignment) between Turn and the function
+// it returns, and waits for nothing in between: the runtime gives turns
+// to the request that will run out of audio first, so that a request that
+// has not spoken yet goes ahead of the later sentences of others.
+//
 // # Cancellation
 //
 // When the request is aborted or its client goes away, ctx is cancelled.

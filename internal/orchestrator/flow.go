@@ -76,6 +76,9 @@ func (s *stageSink) Send(ctx context.Context, c engine.Chunk) error {
 			return err
 		}
 	}
+	if s.final {
+		s.rq.delivered(c.Audio)
+	}
 	if s.selected {
 		out := OutputChunk{Stage: s.stage, Kind: s.kind, Chunk: c, Final: s.final}
 		if err := sendTo(ctx, s.rq.out, out); err != nil {

@@ -62,6 +62,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/turns"
 )
 
 // Options configure an Orchestrator.
@@ -100,6 +101,10 @@ type Options struct {
 	// orchestrator shares with the other pipelines of its server; nil
 	// means one of its own.
 	Requests *Requests
+	// Turns, when not nil, shares the CPU among the requests (of every
+	// pipeline it is given to) by playback deadline: engines take turns
+	// for their units of work (engine.Turn). Nil: every unit runs at once.
+	Turns *turns.Scheduler
 }
 
 // IdleObserver hears when requests start and stop being in flight (stage

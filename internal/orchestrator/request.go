@@ -119,6 +119,11 @@ type request struct {
 	traceCtx context.Context
 	span     trace.Span
 
+	// The audio delivered by the final stage (turns.go): when the first of
+	// it went (nanoseconds after submission, plus one; 0 before), and its
+	// length in nanoseconds.
+	firstAudio, audioOut atomic.Int64
+
 	abortedAt atomic.Int64  // unix nanos of the first abort, for the drain-time metric
 	done      chan struct{} // closed when the request has fully ended
 	err       error         // the outcome; written before done closes
@@ -195,7 +200,11 @@ func (o *Orchestrator) submit(ctx context.Context, sub submission) (*Stream, err
 	}
 	rq := &request{o: o, id: sub.id, sel: sub.sel, stageCall: sub.stageCall,
 		out: make(chan OutputChunk, o.cfg.Deploy.StreamBuffer), done: make(chan struct{}), submitted: time.Now()}
-	rq.ctx, rq.cancel = context.WithCancelCause(context.Background())
+	base := context.Background()
+	if o.opts.Turns != nil {
+		base = engine.WithTurner(base, requestTurns{rq})
+	}
+	rq.ctx, rq.cancel = context.WithCancelCause(base)
 	if err := o.admit(rq); err != nil {
 		rq.cancel(err)
 		return nil, err

@@ -1,0 +1,71 @@
+package orchestrator
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engine/testengine"
+	"github.com/omnistage/omnistage/internal/turns"
+)
+
+// TestDeadline: a request is due at its arrival until its final stage
+// delivers audio, then when that audio runs out.
+func TestDeadline(t *testing.T) {
+	rq := &request{submitted: time.Now()}
+	if got := rq.deadline(); !got.Equal(rq.submitted) {
+		t.Errorf("deadline before any audio %v, want the arrival %v", got, rq.submitted)
+	}
+	rq.delivered(&engine.Audio{SampleRate: 16000}) // no samples: nothing played
+	if rq.firstAudio.Load() != 0 {
+		t.Error("an empty block counted as audio")
+	}
+	rq.delivered(&engine.Audio{SampleRate: 16000, Samples: make([]int16, 16000)})
+	rq.delivered(&engine.Audio{SampleRate: 16000, Samples: make([]int16, 8000)})
+	first := rq.submitted.Add(time.Duration(rq.firstAudio.Load() - 1))
+	if got, want := rq.deadline(), first.Add(1500*time.Millisecond); !got.Equal(want) {
+		t.Errorf("deadline after 1.5 s of audio %v, want %v", got, want)
+	}
+}
+
+// TestTurnsReachEngines: with a scheduler, every stage's Process can take
+// turns, and a turn held elsewhere holds them back.
+func TestTurnsReachEngines(t *testing.T) {
+	sched := turns.New(1)
+	took := make(chan string, 8)
+	f := newFixture(t, setup{
+		opts: func(o *Options) { o.Turns = sched },
+		hooks: testengine.Hooks{Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
+			end, err := engine.Turn(ctx)
+			if err != nil {
+				return err
+			}
+			took <- e.Spec.Name
+			end()
+			return nil
+		}},
+	})
+	hold, err := sched.Acquire(context.Background(), time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.o.Submit(context.Background(), Request{ID: "turns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sched.Waiting() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if len(took) != 0 {
+		t.Fatalf("%s took a turn while it was held", <-took)
+	}
+	hold()
+	if _, err := collect(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if len(took) != 3 { // talker, vocoder and post (audio only: no aligner)
+		t.Errorf("%d stages took turns, want 3", len(took))
+	}
+}
