@@ -91,8 +91,14 @@ func (s *testStage) Process(ctx context.Context, job *engine.Job) error {
 	if p.Gain != nil {
 		gain = *p.Gain
 	}
+	// deaf takes its input whatever the cancel: a Recv that saw the
+	// cancel first would end the job and answer it.
+	recvCtx := ctx
+	if s.mode == "deaf" {
+		recvCtx = context.WithoutCancel(ctx)
+	}
 	for n := 0; ; n++ {
-		c, err := job.In.Recv(ctx)
+		c, err := job.In.Recv(recvCtx)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
