@@ -82,7 +82,7 @@ func (s *Server) captions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if audioFormat != "" {
-		words = shiftWords(words, leadMs(audioFormat, rate))
+		words = shiftWords(words, leadMs(audioFormat, rate, false))
 	}
 	var b bytes.Buffer
 	if err := captions.Write(&b, format, captions.Cues(req.Input, words)); err != nil {

@@ -164,7 +164,7 @@ func encodes(format string) bool { return format != formatWAV && format != forma
 
 // encodeAll encodes a into format, whole.
 func encodeAll(format string, a *engine.Audio) ([]byte, error) {
-	return encode.Whole(format, a.SampleRate, a.Samples, encodeOptions)
+	return encode.Whole(format, a.SampleRate, a.Samples, encodeOptions(false))
 }
 
 // speechWhole answers with the whole audio file once the request ends,
@@ -213,7 +213,7 @@ func (s *Server) speechWhole(w http.ResponseWriter, r *http.Request, st *orchest
 		n += audio.WAVHeaderLen
 	}
 	if p.timestamps {
-		words = shiftWords(words, leadMs(p.format, a.SampleRate))
+		words = shiftWords(words, leadMs(p.format, a.SampleRate, false))
 		if stamps := headerJSON(words); len(stamps) <= MaxTimestampsHeader {
 			h.Set(headerTimestamps, stamps)
 		} else {

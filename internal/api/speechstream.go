@@ -120,7 +120,7 @@ func (ss *streamedSpeech) start(rate int) error {
 	}
 	h := ss.w.Header()
 	h.Set(headerSampleRate, strconv.Itoa(rate))
-	ss.form.start(h, leadMs(ss.p.format, rate))
+	ss.form.start(h, leadMs(ss.p.format, rate, true))
 	ss.w.WriteHeader(http.StatusOK)
 	ss.enc, ss.rate = enc, rate
 	return nil
@@ -255,9 +255,9 @@ func (f *sseForm) fail(err error) {
 }
 
 // streamEncoder turns a stream's samples into the bytes of its format as
-// they come: through an encoder for the encoded formats (mp3, opus, aac,
-// flac); as 16-bit little-endian PCM for wav and pcm, after a WAV header
-// of unknown length when asked.
+// they come: through an encoder, as a stream (no Info tag in mp3), for
+// the encoded formats (mp3, opus, aac, flac); as 16-bit little-endian PCM
+// for wav and pcm, after a WAV header of unknown length when asked.
 type streamEncoder struct {
 	format  string
 	enc     encode.Encoder // nil for wav and pcm, and once closed
@@ -269,7 +269,7 @@ func newStreamEncoder(format string, rate int, wavHeader bool) (*streamEncoder, 
 	e := &streamEncoder{format: format}
 	switch {
 	case encodes(format):
-		enc, err := encode.New(format, &e.encoded, rate, encodeOptions)
+		enc, err := encode.New(format, &e.encoded, rate, encodeOptions(true))
 		if err != nil {
 			return nil, fmt.Errorf("encoding %s: %w", format, err)
 		}

@@ -84,11 +84,14 @@ func wordShift(t *testing.T, got, ref []engine.Word) int {
 // word timestamps are on its format's timeline: those of aac, whose ADTS
 // frames cannot state the encoder's 1024-sample priming, 64 ms (at 16 kHz)
 // later than wav's, in the X-Word-Timestamps header and in the sse events
-// alike; the other formats' as wav's. Captions for an audio_format move
-// the same way, and without one are wav's.
+// alike; those of mp3 in sse events, a stream without an Info tag, 69 ms
+// (LAME's 576 samples of delay and the decoder's 529) later; the others'
+// as wav's. Captions for an audio_format move as a whole file's do, and
+// without one are wav's.
 func TestTimestampsFollowFormat(t *testing.T) {
 	f := newFixture(t, setup{yaml: speechYAML})
 	want := map[string]int{encode.AAC: 64}
+	wantStreamed := map[string]int{encode.AAC: 64, encode.MP3: 69}
 	for _, sse := range []bool{false, true} {
 		ref := speak(t, f, "tts-1", hello, encode.WAV, sse)
 		for _, format := range encode.Formats() {
@@ -96,8 +99,12 @@ func TestTimestampsFollowFormat(t *testing.T) {
 				continue // aac without ffmpeg
 			}
 			got := speak(t, f, "tts-1", hello, format, sse)
-			if d := wordShift(t, got.words, ref.words); d != want[format] {
-				t.Errorf("%s (sse %v): words %d ms later than wav's, want %d", format, sse, d, want[format])
+			w := want[format]
+			if sse {
+				w = wantStreamed[format]
+			}
+			if d := wordShift(t, got.words, ref.words); d != w {
+				t.Errorf("%s (sse %v): words %d ms later than wav's, want %d", format, sse, d, w)
 			}
 		}
 	}
@@ -208,19 +215,29 @@ func leadOf(ref, got []int16, rate, start int) int {
 // TestWordOnsetsMatchAudio checks, on the real engines, that the word
 // timestamps of every format, whole and streamed as sse, are the times at
 // which independent decoders play the words: the audio, decoded, is as
-// many milliseconds later than the wav answer's samples (0 for mp3, whose
-// Info tag states LAME's delay; aac's priming) as the words are later
-// than the wav answer's words, to a millisecond. tts-24k checks the
-// formats whose delay depends on the rate.
+// many milliseconds later than the wav answer's samples as the words are
+// later than the wav answer's words, to a millisecond, and that is the
+// format's delay: aac's priming; a streamed mp3's, which has no Info tag,
+// LAME's and the decoder's delay; 0 for a whole mp3, whose Info tag
+// states LAME's delay, and the other formats. tts-24k checks the formats
+// whose delay depends on the rate.
 func TestWordOnsetsMatchAudio(t *testing.T) {
 	input := "Hello there! The fox paid five dollars for two apples."
 	for _, pl := range []struct {
 		model   string
 		rate    int
 		formats []string
+		// wantMs is the words' shift, whole and streamed, by format.
+		wantMs map[bool]map[string]int
 	}{
-		{"tts", 16000, encode.Formats()},
-		{"tts-24k", 24000, []string{encode.MP3, encode.AAC}},
+		{"tts", 16000, encode.Formats(), map[bool]map[string]int{
+			false: {encode.AAC: 64},
+			true:  {encode.AAC: 64, encode.MP3: 69},
+		}},
+		{"tts-24k", 24000, []string{encode.MP3, encode.AAC}, map[bool]map[string]int{
+			false: {encode.AAC: 43},
+			true:  {encode.AAC: 43, encode.MP3: 46},
+		}},
 	} {
 		t.Run(pl.model, func(t *testing.T) {
 			f := realFixture(t, "builtin:"+pl.model, "")
@@ -235,6 +252,9 @@ func TestWordOnsetsMatchAudio(t *testing.T) {
 					}
 					got := speak(t, f, pl.model, input, format, sse)
 					shift := wordShift(t, got.words, ref.words)
+					if want := pl.wantMs[sse][format]; shift != want {
+						t.Errorf("%s, sse %v: the words are %d ms later than wav's, want %d", format, sse, shift, want)
+					}
 					decoders := []string{"ffmpeg"}
 					if format == encode.MP3 {
 						decoders = append(decoders, "mpg123")

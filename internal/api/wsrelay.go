@@ -140,7 +140,7 @@ func (sp *sentences) open(span *engine.Span) error {
 		text = u.text.slice(span.Start, span.End)
 	}
 	if cfg.stream {
-		enc, err := encode.New(cfg.format, &s.buf, sp.rate, encode.Options{})
+		enc, err := encode.New(cfg.format, &s.buf, sp.rate, encode.Options{Stream: true})
 		if err != nil {
 			return fmt.Errorf("encoding %s: %w", cfg.format, err)
 		}

@@ -25,7 +25,7 @@ func BenchmarkEncode(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				out = 0
-				e, err := New(format, &out, rate, Options{})
+				e, err := New(format, &out, rate, Options{Stream: true})
 				if err != nil {
 					b.Fatal(err)
 				}

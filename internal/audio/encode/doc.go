@@ -49,30 +49,33 @@
 // The output is a function of the samples, not of how they were split
 // between Writes: byte for byte, for every format (opus with a fixed
 // Options.OggSerial), so a streamed response decodes as the whole-file
-// encode does. Nothing in a format can go back to fix its header, so: wav
-// states the length 0xFFFFFFFF ("to the end of the stream") and flac a
-// sample count of 0 (unknown) unless Options.TotalSamples gives it, and
-// flac's MD5 signature is 0 (none). Whole, which holds the file, puts in
-// the header that only the end can complete: mp3's.
+// encode does (but for mp3's delay, below). Nothing in a format can go
+// back to fix its header, so: wav states the length 0xFFFFFFFF ("to the
+// end of the stream") and flac a sample count of 0 (unknown) unless
+// Options.TotalSamples gives it, and flac's MD5 signature is 0 (none).
+// Whole, which holds the file, puts in the header that only the end can
+// complete: mp3's Info tag.
 //
 // # Encoder delay
 //
 // Lead says how much later than in the input a decoder plays the
-// samples of each format, from the start of the file: 0, but for aac.
-// Ogg Opus states its pre-skip and exact length, which decoders apply.
-// mp3 starts with an Info tag (Xing's frame, with LAME's extension) that
-// states LAME's encoder delay, 576 samples, which decoders such as ffmpeg
-// and mpg123 skip with their own 529: a whole file has LAME's own tag,
-// with the frame count and the padding of the last frame, which mpg123
-// then removes too; a stream has, in its first frame, a tag written
-// before its length is known, with the delay, no padding, and a frame
-// count of mp3StreamFrames (decoders apply the delay only with a count),
-// and is otherwise the same as the whole file. Below the bitrate at which
-// the tag fits in a frame (40 kbit/s at 16 kHz, 64 at 24 and 48 kHz) there
-// is no tag, and decoders play the 1105 samples of both delays first. ADTS
-// cannot state the AAC encoder's priming: decoders play its 1024 samples
-// first (64 ms at 16 kHz), and Lead says so, so that a caller can move
-// the times it reports by as much.
+// samples of each format, from the start of the file: 0, but for aac and
+// an mp3 stream. Ogg Opus states its pre-skip and exact length, which
+// decoders apply. An mp3 file (Whole) starts with LAME's Info tag (Xing's
+// frame, with LAME's extension), which states the frame count, LAME's
+// encoder delay of 576 samples and the padding of the last frame:
+// decoders such as ffmpeg and mpg123 skip the delay with their own 529,
+// and mpg123 the padding too. A stream (Options.Stream) cannot state its
+// length before it ends, and a tag without it misleads players (a made-up
+// frame count is a made-up duration; without one, ffmpeg skips only part
+// of the delay and mpg123 none), so it has no tag: decoders play the 1105
+// samples of both delays first (69 ms at 16 kHz), and Lead says so; the
+// frames after a file's tag are the stream, byte for byte. Below the
+// bitrate at which the tag fits in a frame (40 kbit/s at 16 kHz, 64 at 24
+// and 48 kHz) a file has no tag either. ADTS cannot state the AAC
+// encoder's priming: decoders play its 1024 samples first (64 ms at 16
+// kHz). A caller moves the times it reports by Lead, so that they are the
+// times at which a player plays them.
 //
 // # Resources
 //

@@ -84,6 +84,15 @@ type Options struct {
 	// random one, as RFC 3533 advises so that streams can be chained. Set
 	// it to make the output a function of the input alone.
 	OggSerial uint32
+	// Stream says that the output goes out as it is encoded, so that its
+	// start cannot be rewritten once the end is known, as in a streamed
+	// response. Only mp3 depends on it: a stream has no Info tag, and
+	// decoders play LAME's encoder delay and their own first, which Lead
+	// then counts. Without Stream, mp3 starts with the frame LAME reserves
+	// for its tag, which Whole fills in at the end and New leaves empty
+	// (decoders play it as a frame of silence): set Stream for any output
+	// of New.
+	Stream bool
 }
 
 // DefaultBitrate returns the bitrate format encodes at when Options.Bitrate
@@ -185,7 +194,10 @@ func lengthError(format string, got, want int64) error {
 	return fmt.Errorf("encode: %s: %d samples written, %d announced: %w", format, got, want, ErrUnsupported)
 }
 
-// Whole encodes all of samples, at sampleRate Hz, as one file of format.
+// Whole encodes all of samples, at sampleRate Hz, as one file of format,
+// with the header that only the end can complete: mp3's Info tag, with
+// the file's length, encoder delay and padding, unless opts.Stream asks
+// for a stream's bytes.
 func Whole(format string, sampleRate int, samples []int16, opts Options) ([]byte, error) {
 	var b bytes.Buffer
 	opts.TotalSamples = int64(len(samples))
@@ -203,12 +215,12 @@ func Whole(format string, sampleRate int, samples []int16, opts Options) ([]byte
 	return b.Bytes(), err
 }
 
-// finalHeader is an Encoder whose output starts with a header that only
-// Close can complete, as mp3's Info tag: a stream has it as it was first
-// written, and Whole, which holds the whole file, puts in the final one.
+// finalHeader is an Encoder whose output starts with room for a header
+// that only Close can complete, as mp3's Info tag, which Whole, holding
+// the whole file, puts in.
 type finalHeader interface {
-	// finalHeader returns the completed header, as long as the one
-	// written, after a Close that succeeded.
+	// finalHeader returns the completed header, as long as the room left
+	// for it, after a Close that succeeded; nil when there is none.
 	finalHeader() []byte
 }
 

@@ -105,7 +105,7 @@ func TestChunking(t *testing.T) {
 				if format == AAC {
 					needTool(t, "ffmpeg")
 				}
-				opts := Options{OggSerial: testSerial}
+				opts := Options{OggSerial: testSerial, Stream: true}
 				whole := encodeAll(t, format, rate, in, opts)
 				if len(whole) == 0 {
 					t.Fatal("no output")
@@ -157,7 +157,7 @@ func exact(int) (float64, float64) { return math.Inf(1), math.Inf(1) }
 // spectral.
 var expectations = map[string]expectation{
 	// LAME's padding, less the decoder's delay, is left at the end of a
-	// stream, whose tag cannot state it (and ffmpeg 5.1 leaves it in a
+	// stream, which has no tag to state it (and ffmpeg 5.1 leaves it in a
 	// whole file too; mpg123 removes it there).
 	MP3: {mp3Frame, func(out int) (float64, float64) {
 		if out <= 12000 {
@@ -191,10 +191,11 @@ func codecRate(format string, rate int) int {
 }
 
 // TestDecode decodes each format with independent decoders, as a stream
-// (New) and as a whole file (Whole), and measures it against the source:
-// the delay is the format's Lead (0 but for aac), the length within the
-// codec's frame, and the SNR above the codec's bound at its default
-// bitrate (exact, for the lossless formats).
+// (New with Options.Stream) and as a whole file (Whole), and measures it
+// against the source: the delay is the format's Lead (0 but for aac, and
+// an mp3 stream, which has no tag), the length within the codec's frame,
+// and the SNR above the codec's bound at its default bitrate (exact, for
+// the lossless formats).
 func TestDecode(t *testing.T) {
 	type source struct {
 		name    string
@@ -231,10 +232,12 @@ func TestDecode(t *testing.T) {
 	}
 }
 
-// checkDecode encodes in, at rate Hz, as a stream or a whole file, decodes
-// it with dec and checks it against x and the format's Lead.
+// checkDecode encodes in, at rate Hz, as a stream (opts.Stream) or a
+// whole file, decodes it with dec and checks it against x and the
+// format's Lead.
 func checkDecode(t *testing.T, format string, rate int, in []int16, opts Options, whole bool, dec decoder, x expectation) {
 	t.Helper()
+	opts.Stream = !whole
 	var data []byte
 	if whole {
 		var err error

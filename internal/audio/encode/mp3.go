@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"strings"
 	"unsafe"
 )
 
@@ -28,29 +27,25 @@ const mp3Quality = 3
 const mp3Block = 8192
 
 // mp3Encoder encodes constant-bit-rate MP3 with LAME, without ID3 tags.
-// Its first frame is an Info tag with LAME's encoder delay, which decoders
-// skip (see mp3StreamTag): LAME reserves the frame at the start of its
-// output, and the encoder writes the streamed tag in its place, as a
-// stream cannot go back to fill in LAME's final tag; Close readies that
-// one too, for finalHeader.
+// A file (without Options.Stream) starts with the frame LAME reserves for
+// its Info tag, which states the encoder delay and the stream's length:
+// Close readies LAME's tag, and Whole, which holds the file, puts it in
+// that frame (finalHeader). A stream has no tag, as it cannot go back to
+// fill one in, and no reserved frame.
 type mp3Encoder struct {
-	w      io.Writer
-	lame   *C.lame_global_flags // nil once closed
-	out    []byte               // LAME's output buffer
-	tag    []byte               // the streamed tag; nil when LAME writes none
-	sent   int64                // bytes of LAME's output passed on
-	final  []byte               // LAME's final tag, after Close
-	err    error
-	closed bool
+	w        io.Writer
+	lame     *C.lame_global_flags // nil once closed
+	out      []byte               // LAME's output buffer
+	tagBytes int                  // the size of the reserved tag frame; 0 in a stream
+	final    []byte               // LAME's tag, after Close
+	err      error
+	closed   bool
 }
 
 var (
 	_ Encoder     = (*mp3Encoder)(nil)
 	_ finalHeader = (*mp3Encoder)(nil)
 )
-
-// lameVersion is LAME's short version string, as its tags give it.
-var lameVersion = strings.TrimSpace(C.GoString(C.get_lame_very_short_version()))
 
 // newLAME returns LAME set up for mono input at rate Hz with opts, and the
 // parameters it chose. The caller closes it.
@@ -66,7 +61,11 @@ func newLAME(rate int, opts Options) (*C.lame_global_flags, mp3Params, error) {
 	C.lame_set_VBR(lame, C.vbr_off)
 	C.lame_set_brate(lame, C.int(opts.Bitrate/1000))
 	C.lame_set_quality(lame, mp3Quality)
-	C.lame_set_bWriteVbrTag(lame, 1)
+	writeTag := C.int(1)
+	if opts.Stream {
+		writeTag = 0
+	}
+	C.lame_set_bWriteVbrTag(lame, writeTag)
 	C.lame_set_write_id3tag_automatic(lame, 0)
 	if rc := C.lame_init_params(lame); rc < 0 {
 		C.lame_close(lame)
@@ -77,8 +76,6 @@ func newLAME(rate int, opts Options) (*C.lame_global_flags, mp3Params, error) {
 		outRate: int(C.lame_get_out_samplerate(lame)),
 		kbps:    int(C.lame_get_brate(lame)),
 		delay:   int(C.lame_get_encoder_delay(lame)),
-		lowpass: int(C.lame_get_lowpassfreq(lame)),
-		encoder: lameVersion,
 	}
 	p.tagBytes = mp3TagBytes(p.outRate, p.kbps)
 	return lame, p, nil
@@ -89,13 +86,12 @@ func newMP3(w io.Writer, rate int, opts Options) (*mp3Encoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	tag, err := mp3StreamTag(p)
-	if err != nil {
-		C.lame_close(lame)
-		return nil, err
-	}
 	// LAME's worst case: 1.25 bytes per sample plus 7200.
-	return &mp3Encoder{w: w, lame: lame, tag: tag, out: make([]byte, mp3Block*5/4+7200)}, nil
+	e := &mp3Encoder{w: w, lame: lame, out: make([]byte, mp3Block*5/4+7200)}
+	if !opts.Stream {
+		e.tagBytes = p.tagBytes
+	}
+	return e, nil
 }
 
 func (e *mp3Encoder) Write(samples []int16) error {
@@ -117,8 +113,7 @@ func (e *mp3Encoder) Write(samples []int16) error {
 	return nil
 }
 
-// emit writes the rc bytes LAME put in e.out, the streamed tag in place of
-// the frame LAME reserved for its own, or records LAME's error.
+// emit writes the rc bytes LAME put in e.out, or records LAME's error.
 func (e *mp3Encoder) emit(rc C.int, call string) error {
 	if rc < 0 {
 		e.err = fmt.Errorf("encode: mp3: %s returned %d", call, rc)
@@ -127,36 +122,10 @@ func (e *mp3Encoder) emit(rc C.int, call string) error {
 	if rc == 0 {
 		return nil
 	}
-	b := e.out[:rc]
-	if e.sent < int64(len(e.tag)) {
-		if err := e.replaceReserved(b); err != nil {
-			e.err = err
-			return err
-		}
-	}
-	e.sent += int64(rc)
-	if _, err := e.w.Write(b); err != nil {
+	if _, err := e.w.Write(e.out[:rc]); err != nil {
 		e.err = fmt.Errorf("encode: mp3: %w", err)
 	}
 	return e.err
-}
-
-// replaceReserved writes the streamed tag over the part of the frame LAME
-// reserved for its tag that b, the output at e.sent, holds. The reserved
-// frame is the tag's header and zeros: anything else means that LAME
-// chose other parameters than the tag's.
-func (e *mp3Encoder) replaceReserved(b []byte) error {
-	for i := range min(int64(len(b)), int64(len(e.tag))-e.sent) {
-		want := byte(0)
-		if j := e.sent + i; j < 4 {
-			want = e.tag[j]
-		}
-		if b[i] != want {
-			return fmt.Errorf("encode: mp3: byte %d of LAME's reserved tag frame is %#x, want %#x", e.sent+i, b[i], want)
-		}
-	}
-	copy(b, e.tag[e.sent:])
-	return nil
 }
 
 func (e *mp3Encoder) Close() error {
@@ -172,8 +141,8 @@ func (e *mp3Encoder) Close() error {
 		// 0 when LAME writes no tag.
 		n := C.lame_get_lametag_frame(e.lame, (*C.uchar)(unsafe.Pointer(&e.out[0])), C.size_t(len(e.out)))
 		switch {
-		case int(n) != len(e.tag):
-			e.err = fmt.Errorf("encode: mp3: LAME's tag frame has %d bytes, want %d", n, len(e.tag))
+		case int(n) != e.tagBytes:
+			e.err = fmt.Errorf("encode: mp3: LAME's tag frame has %d bytes, want %d", n, e.tagBytes)
 		case n > 0:
 			e.final = bytes.Clone(e.out[:n])
 		}
@@ -183,7 +152,8 @@ func (e *mp3Encoder) Close() error {
 	return e.err
 }
 
-// finalHeader returns LAME's tag with the stream's exact length, frame
-// count and padding, to replace the start of a whole file (nil without a
+// finalHeader returns LAME's tag with the file's exact length, frame
+// count, encoder delay and padding, to replace the frame reserved at the
+// start of a whole file (nil in a stream, at a bitrate too low for the
 // tag, or before a Close that succeeded).
 func (e *mp3Encoder) finalHeader() []byte { return e.final }

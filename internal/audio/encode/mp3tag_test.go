@@ -53,12 +53,24 @@ func parseInfoTag(t *testing.T, data []byte, outRate int) infoTag {
 	return tag
 }
 
+// hasTag reports whether the first frame of an mp3 at outRate Hz is a
+// Xing or Info tag, as decoders look for one.
+func hasTag(data []byte, outRate int) bool {
+	o := 4 + mp3SideInfo(outRate)
+	if len(data) < o+4 {
+		return false
+	}
+	id := string(data[o : o+4])
+	return id == "Info" || id == "Xing"
+}
+
 // TestMP3Tag checks the first frame of mp3 at the rates and bitrates
 // around the tag's limit: a whole file starts with LAME's tag (its length,
-// encoder delay and padding), a stream with the streamed tag (the delay,
-// mp3StreamFrames frames, no padding), both with LAME's header and a good
-// CRC, and the rest of the two files is the same; a frame too small for a
-// tag holds audio, and Lead says the delay then.
+// encoder delay and padding, a good CRC), a stream (Options.Stream) with
+// audio, and the rest of the file is the stream, byte for byte; New
+// without Stream leaves the reserved frame empty, for Whole. A frame too
+// small for a tag holds audio in a file too. Lead says the delay where
+// there is no tag.
 func TestMP3Tag(t *testing.T) {
 	for _, tc := range []struct {
 		rate, kbps int
@@ -73,19 +85,29 @@ func TestMP3Tag(t *testing.T) {
 			t.Parallel()
 			in := testSignal(tc.rate)[:tc.rate]
 			opts := Options{Bitrate: tc.kbps * 1000}
+			streamOpts := opts
+			streamOpts.Stream = true
 			whole, err := Whole(MP3, tc.rate, in, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			stream := encodeAll(t, MP3, tc.rate, in, opts)
+			stream := encodeAll(t, MP3, tc.rate, in, streamOpts)
+			reserved := encodeAll(t, MP3, tc.rate, in, opts)
 			out := nextRate(tc.rate, mp3Rates)
+			untagged := time.Duration(576+529) * time.Second / time.Duration(out)
+			if hasTag(stream, out) {
+				t.Errorf("a stream starts with a tag: % x", stream[:4+mp3SideInfo(out)+4])
+			}
+			if lead := Lead(MP3, tc.rate, streamOpts); lead != untagged {
+				t.Errorf("a stream's Lead %v, want %v", lead, untagged)
+			}
 			lead := Lead(MP3, tc.rate, opts)
 			if !tc.tag {
-				if string(whole[4+mp3SideInfo(out):][:4]) == "Info" || !bytes.Equal(whole, stream) {
-					t.Fatal("a tag in a frame too small for LAME's")
+				if hasTag(whole, out) || !bytes.Equal(whole, stream) || !bytes.Equal(reserved, stream) {
+					t.Fatal("a tag, or room for one, in a frame too small for LAME's")
 				}
-				if want := time.Duration(576+529) * time.Second / time.Duration(out); lead != want {
-					t.Errorf("Lead %v, want %v", lead, want)
+				if lead != untagged {
+					t.Errorf("Lead %v, want %v", lead, untagged)
 				}
 				return
 			}
@@ -94,28 +116,43 @@ func TestMP3Tag(t *testing.T) {
 			}
 			n := mp3TagBytes(out, tc.kbps)
 			frames := (len(whole) - n) / n // constant bitrate, no padding slots at these rates
-			final, streamed := parseInfoTag(t, whole, out), parseInfoTag(t, stream, out)
-			t.Logf("LAME's tag %+v, the streamed one %+v", final, streamed)
+			final := parseInfoTag(t, whole, out)
+			t.Logf("LAME's tag %+v", final)
 			if !final.crcOK || final.delay != 576 || final.padding < 576 || final.bytes != uint32(len(whole)) ||
-				(out%8000 == 0 && final.frames != uint32(frames)) {
+				final.encoder != "LAME3.100" || (out%8000 == 0 && final.frames != uint32(frames)) {
 				t.Errorf("LAME's tag %+v for %d bytes, %d frames", final, len(whole), frames)
 			}
-			want := infoTag{flags: 1, frames: mp3StreamFrames, encoder: "LAME3.100", delay: final.delay, crcOK: true}
-			if streamed != want {
-				t.Errorf("the streamed tag %+v, want %+v", streamed, want)
+			if !bytes.Equal(whole[n:], stream) {
+				t.Errorf("after the tag, the whole file (%d bytes) is not the stream (%d)", len(whole)-n, len(stream))
 			}
-			if !bytes.Equal(whole[:4], stream[:4]) {
-				t.Errorf("the streamed tag's header % x, LAME's % x", stream[:4], whole[:4])
-			}
-			if !bytes.Equal(whole[n:], stream[n:]) {
-				t.Error("after the tag, the stream differs from the whole file")
+			if !bytes.Equal(reserved[:4], whole[:4]) || bytes.ContainsFunc(reserved[4:n], func(r rune) bool { return r != 0 }) ||
+				!bytes.Equal(reserved[n:], stream) {
+				t.Errorf("New without Stream does not leave the tag's frame empty: % x", reserved[:4+mp3SideInfo(out)+8])
 			}
 		})
 	}
 }
 
+// crc16 is the CRC of the LAME tag: CRC-16 with polynomial 0x8005,
+// reflected (0xA001), starting from 0.
+func crc16(b []byte) uint16 {
+	var crc uint16
+	for _, c := range b {
+		crc ^= uint16(c)
+		for range 8 {
+			if crc&1 != 0 {
+				crc = crc>>1 ^ 0xA001
+			} else {
+				crc >>= 1
+			}
+		}
+	}
+	return crc
+}
+
 // TestLead checks Lead against the delays TestDecode measures: none but
-// aac's priming, and mp3's delay where it has no tag.
+// aac's priming, and mp3's delay where it has no tag (a stream, or a
+// bitrate too low for one).
 func TestLead(t *testing.T) {
 	ms := func(samples, rate int) time.Duration {
 		return time.Duration(samples) * time.Second / time.Duration(rate)
@@ -134,6 +171,11 @@ func TestLead(t *testing.T) {
 		{MP3, 24000, Options{}, 0},
 		{MP3, 48000, Options{}, 0},
 		{MP3, 16000, Options{Bitrate: 32000}, ms(1105, 16000)},
+		{MP3, 16000, Options{Stream: true}, ms(1105, 16000)},
+		{MP3, 24000, Options{Stream: true}, ms(1105, 24000)},
+		{MP3, 44100, Options{Stream: true}, ms(1105, 44100)},
+		{AAC, 16000, Options{Stream: true}, 64 * time.Millisecond},
+		{Opus, 16000, Options{Stream: true}, 0},
 		{MP3, 20000, Options{Bitrate: 8000}, ms(1105, 22050)},
 		{Opus, 16000, Options{}, 0},
 		{FLAC, 16000, Options{}, 0},

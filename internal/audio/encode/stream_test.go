@@ -61,7 +61,7 @@ func TestStreaming(t *testing.T) {
 				needTool(t, "ffmpeg")
 			}
 			rec := &recorder{}
-			e, err := New(format, rec, rate, Options{})
+			e, err := New(format, rec, rate, Options{Stream: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,7 +237,7 @@ func TestEmpty(t *testing.T) {
 			if format == AAC {
 				needTool(t, "ffmpeg")
 			}
-			data := encodeAll(t, format, 16000, nil, Options{})
+			data := encodeAll(t, format, 16000, nil, Options{Stream: true})
 			t.Logf("%d bytes", len(data))
 			switch format {
 			case WAV, FLAC, Opus:
