@@ -2,7 +2,10 @@ package flite
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,31 +75,38 @@ func BenchmarkVocoder(b *testing.B) {
 	}
 }
 
-// BenchmarkVocoderParallel vocodes from every CPU at once, with and
-// without randMu, to show what deterministic noise costs.
+// BenchmarkVocoderParallel vocodes the paragraph's sentences from one
+// goroutine and from two at once, sharing b.N: ns/op is the wall time per
+// paragraph, so two goroutines on two free cores take half of one's when
+// vocodings scale (before the per-thread rand() they took turns under one
+// lock). Compare goroutines-1 with goroutines-2 of one run.
 func BenchmarkVocoderParallel(b *testing.B) {
-	mid, err := run(talkerFor(b, "slt"), "", text(oneSentence))
-	if err != nil {
-		b.Fatal(err)
-	}
-	speech := speechSeconds(mid)
-	vocoder := vocoderFor(b, "slt")
-	for _, locked := range []bool{true, false} {
-		name := map[bool]string{true: "locked", false: "unlocked"}[locked]
-		b.Run(name, func(b *testing.B) {
-			lockRand = locked
-			defer func() { lockRand = true }()
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := run(vocoder, "", mid...); err != nil {
-						b.Error(err)
-						return
-					}
+	for _, voice := range []string{"slt", "kal16"} {
+		mid, err := run(talkerFor(b, voice), "", text(paragraphText))
+		if err != nil {
+			b.Fatal(err)
+		}
+		speech := speechSeconds(mid)
+		vocoder := vocoderFor(b, voice)
+		for _, g := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/goroutines-%d", voice, g), func(b *testing.B) {
+				b.ReportAllocs()
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for range g {
+					wg.Go(func() {
+						for next.Add(1) <= int64(b.N) {
+							if _, err := run(vocoder, "", mid...); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
 				}
+				wg.Wait()
+				reportRTF(b, speech)
 			})
-			reportRTF(b, speech)
-		})
+		}
 	}
 }
 

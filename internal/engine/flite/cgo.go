@@ -125,27 +125,6 @@ func talkErr(rc C.int) error {
 	}
 }
 
-// randMu serializes every srand-then-synthesize pair. libc rand() is one
-// process-wide sequence that the clustergen vocoder draws from for every
-// sample; without the lock, concurrent runs interleave their draws and
-// their excitation noise differs from a lone run with the same seed.
-var randMu sync.Mutex
-
-// lockRand turns randMu on; benchmarks turn it off to measure its cost.
-var lockRand = true
-
-func lockRandMu() {
-	if lockRand {
-		randMu.Lock()
-	}
-}
-
-func unlockRandMu() {
-	if lockRand {
-		randMu.Unlock()
-	}
-}
-
 func floatPtr(s []float32) *C.float {
 	if len(s) == 0 {
 		return nil
@@ -275,14 +254,12 @@ func vocodeFrames(v *voice, f *engine.Frames, seed uint32, s *blockStream) (*eng
 		defer h.Delete()
 	}
 	var w *C.cst_wave
-	lockRandMu()
 	// flite calls back once more than min_buffsize new samples are final,
 	// and they grow a frame at a time, so blockSamples-1 makes blocks of
 	// exactly blockSamples (a whole number of frames).
 	rc := C.omni_vocode_cg(v.id, floatPtr(f.Params), C.int(f.Len()), C.int(f.Channels),
 		floatPtr(f.Str), C.int(f.StrChannels), C.float(f.FrameShift), C.uint(seed),
 		C.int(v.blockSamples-1), C.uintptr_t(h), &w)
-	unlockRandMu()
 	if err := talkErr(rc); err != nil || s != nil {
 		return nil, err
 	}
@@ -291,7 +268,7 @@ func vocodeFrames(v *voice, f *engine.Frames, seed uint32, s *blockStream) (*eng
 
 // omniStreamBlock is flite's streaming callback (through cflite.c's
 // stream_block): n final samples for the blockStream behind handle h. It
-// runs under randMu and must not block.
+// runs on the synthesis's thread, in the middle of it, and must not block.
 //
 //export omniStreamBlock
 func omniStreamBlock(h C.uintptr_t, samples *C.short, n, rate C.int) C.int {
@@ -316,11 +293,9 @@ func vocodeSegments(v *voice, s *engine.Segments, seed uint32) (*engine.Audio, e
 		}
 	}
 	var w *C.cst_wave
-	lockRandMu()
 	rc := C.omni_vocode_diphone(v.id, (*C.char)(unsafe.Pointer(&names[0])), floatPtr(s.Ends),
 		(*C.uchar)(unsafe.Pointer(&cluster[0])), C.int(len(s.Names)),
 		floatPtr(s.TargetPos), floatPtr(s.TargetF0), C.int(len(s.TargetPos)), C.uint(seed), &w)
-	unlockRandMu()
 	if err := talkErr(rc); err != nil {
 		return nil, err
 	}
@@ -339,9 +314,6 @@ func synthText(v *voice, text string, seed uint32, waveOff bool) (utterance, err
 	off := C.int(0)
 	if waveOff {
 		off = 1
-	} else {
-		lockRandMu()
-		defer unlockRandMu()
 	}
 	var u *C.cst_utterance
 	rc := C.omni_synth_text(v.id, cs, C.uint(seed), off, &u)
@@ -408,9 +380,7 @@ func (u utterance) words() []uttWord {
 func referenceWave(v *voice, text string, seed uint32) *engine.Audio {
 	cs := C.CString(text)
 	defer C.free(unsafe.Pointer(cs))
-	lockRandMu()
 	w := C.omni_reference_wave(v.id, cs, C.uint(seed))
-	unlockRandMu()
 	if w == nil {
 		return nil
 	}

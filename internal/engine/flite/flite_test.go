@@ -8,7 +8,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -580,56 +579,6 @@ func TestVocoderBadInput(t *testing.T) {
 	})
 	if _, err := run(segments, "", s); err != nil {
 		t.Errorf("edge segments: %v", err)
-	}
-}
-
-// TestConcurrent runs several requests per engine at once (run it with
-// -race). Clustergen output stays bit-exact because of randMu.
-func TestConcurrent(t *testing.T) {
-	type pair struct{ talker, vocoder engine.Engine }
-	engines := map[string]pair{}
-	want := map[string][]int16{}
-	for _, voice := range Voices() {
-		p := pair{talkerFor(t, voice), vocoderFor(t, voice)}
-		engines[voice] = p
-		_, out := speak(t, p.talker, p.vocoder, fewSentences, "", "")
-		want[voice] = concat(out)
-	}
-	const perVoice = 4
-	var wg sync.WaitGroup
-	errs := make(chan error, perVoice*len(engines))
-	for voice, p := range engines {
-		for i := range perVoice {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range 3 {
-					mid, err := run(p.talker, "", text(fewSentences))
-					if err != nil {
-						errs <- fmt.Errorf("%s/%d talker: %w", voice, i, err)
-						return
-					}
-					out, err := run(p.vocoder, "", mid...)
-					if err != nil {
-						errs <- fmt.Errorf("%s/%d vocoder: %w", voice, i, err)
-						return
-					}
-					if d := firstDiff(concat(out), want[voice]); d >= 0 {
-						errs <- fmt.Errorf("%s/%d: audio differs from a lone run at sample %d", voice, i, d)
-						return
-					}
-					if _, err := Analyze(fewSentences, voice); err != nil {
-						errs <- fmt.Errorf("%s/%d analyze: %w", voice, i, err)
-						return
-					}
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
 	}
 }
 

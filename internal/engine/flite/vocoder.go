@@ -34,18 +34,12 @@ import (
 // When ctx ends or a send fails, a clustergen synthesis stops at its next
 // block, and Process returns the error once the sending goroutine is done.
 //
-// The clustergen excitation noise comes from libc rand(), one sequence for
-// the whole process, drawn once per sample. Each synthesis seeds it with the
-// request's seed and holds a process-wide lock from srand to the end of the
-// synthesis, so a given seed always yields the same samples, even under
-// concurrency; without the lock, concurrent runs would differ from a lone
-// run (and from each other) only in that noise, never in length. The lock
-// makes clustergen vocoding one sentence at a time per process, about 1% of
-// a core per second of speech. It costs no measurable throughput: glibc's
-// rand() takes its own lock on every call, so unlocked concurrent runs
-// contend per sample instead (BenchmarkVocoderParallel: 26 ms per sentence
-// locked, 22 to 32 ms unlocked, on 2 cores). Processes do not share rand(),
-// so worker-process replicas scale.
+// The excitation noise comes from rand(), which the synthesis seeds with
+// the request's seed right before it starts, so a given seed always yields
+// the same samples. rand() and srand() are this package's own (crand.c),
+// with one sequence per thread instead of libc's one for the whole
+// process: concurrent syntheses, on as many cores, each draw exactly what
+// a lone run draws.
 type Vocoder struct {
 	input engine.Kind
 }
@@ -241,8 +235,9 @@ func (v *Vocoder) blocks(ctx context.Context, c engine.Chunk, seed uint32, out e
 }
 
 // blockStream carries one sentence's audio blocks from a clustergen
-// synthesis to the goroutine that sends them. The synthesis holds randMu,
-// so put never blocks: blocks has room for every block of the sentence.
+// synthesis to the goroutine that sends them. put never blocks, so that
+// the synthesis never waits for the consumer: blocks has room for every
+// block of the sentence.
 type blockStream struct {
 	// ctx ends when the request does or sending fails; the synthesis then
 	// stops at its next block.
