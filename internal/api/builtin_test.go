@@ -292,9 +292,10 @@ func TestCaptions(t *testing.T) {
 }
 
 // TestStreamedTimestamps checks that on the built-in pipeline the word
-// timestamps of SSE speech come a sentence at a time, interleaved with
-// the audio (the first before the last audio delta), and equal those of
-// the whole answer's X-Word-Timestamps header.
+// timestamps of SSE speech come as the aligner settles them (the first
+// words early, then the rest of each sentence: at least one event per
+// sentence), interleaved with the audio (the first before the last audio
+// delta), and equal those of the whole answer's X-Word-Timestamps header.
 func TestStreamedTimestamps(t *testing.T) {
 	f := realFixture(t, "builtin:tts", "")
 	input := "The first sentence is short. The second one takes a little longer to say. And a third!"
@@ -321,8 +322,8 @@ func TestStreamedTimestamps(t *testing.T) {
 			lastDelta = i
 		}
 	}
-	if n := strings.Count(strings.Join(types, " "), apijson.SpeechTimestamps); n != 3 || first > lastDelta {
-		t.Errorf("%d timestamps events, the first at %d, the last audio at %d; want 3 (one per sentence), the first before the last audio: %v", n, first, lastDelta, types)
+	if n := strings.Count(strings.Join(types, " "), apijson.SpeechTimestamps); n < 3 || first > lastDelta {
+		t.Errorf("%d timestamps events, the first at %d, the last audio at %d; want at least 3 (one per sentence), the first before the last audio: %v", n, first, lastDelta, types)
 	}
 
 	delete(req, "stream_format")

@@ -5,6 +5,7 @@ package sphinx
 
 import (
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/omnistage/omnistage/internal/engine"
@@ -25,50 +26,74 @@ type span struct {
 // span where they stand) and false when the segments do not spell the
 // grammar's words exactly.
 func place(words []word, aligned []bool, segs []segment) ([]span, bool) {
-	spans := make([]span, len(words))
-	next := 0 // index of the next aligned word to match
-	advance := func() {
+	spans, _, ok := placePrefix(words, aligned, segs, "")
+	if !ok || len(spans) == 0 || slices.Contains(aligned[len(spans):], true) {
+		return nil, false
+	}
+	// The utterance's end counts as a silence.
+	spans[len(spans)-1].silAfter = true
+	for len(spans) < len(words) {
+		end := spans[len(spans)-1].end
+		spans = append(spans, span{start: end, end: end})
+	}
+	return spans, true
+}
+
+// placePrefix is place for a hypothesis that may stop short of the
+// grammar's end, as one does while the audio is still coming: it returns
+// a span for each word up to the last aligned word the segments reach
+// (none when they reach none), how many of those words the hypothesis has
+// gone past (all but the last, or all when the probe follows the last),
+// and false when a segment is neither the next aligned word, the probe
+// nor a filler.
+func placePrefix(words []word, aligned []bool, segs []segment, probe string) ([]span, int, bool) {
+	var spans []span
+	past := false
+	next := 0 // index of the next word to match
+	skip := func() {
 		for next < len(words) && !aligned[next] {
 			next++
 		}
 	}
-	advance()
-	last := -1 // index of the word matched last
+	skip()
 	sil := true
 	for _, s := range segs {
 		w := baseWord(s.word)
+		if probe != "" && w == probe && len(spans) > 0 {
+			past = true
+			continue
+		}
 		if next < len(words) && w == words[next].key {
-			spans[next] = span{start: s.sf * frameMs, end: (s.ef + 1) * frameMs, silBefore: sil}
-			last, sil = next, false
+			// Words left out of the grammar sit, empty, where the
+			// previous word ends.
+			end := 0
+			if len(spans) > 0 {
+				end = spans[len(spans)-1].end
+			}
+			for len(spans) < next {
+				spans = append(spans, span{start: end, end: end})
+			}
+			spans = append(spans, span{start: s.sf * frameMs, end: (s.ef + 1) * frameMs, silBefore: sil})
+			sil = false
 			next++
-			advance()
+			skip()
 			continue
 		}
 		if !isFiller(w) {
-			return nil, false
+			return nil, 0, false
 		}
 		if w != nullWord {
 			sil = true
-			if last >= 0 {
-				spans[last].silAfter = true
+			if len(spans) > 0 {
+				spans[len(spans)-1].silAfter = true
 			}
 		}
 	}
-	if next != len(words) || last < 0 {
-		return nil, false
+	settled := max(len(spans)-1, 0)
+	if past {
+		settled = len(spans)
 	}
-	spans[last].silAfter = true
-	// Words left out of the grammar sit, empty, where the previous word
-	// ends.
-	end := 0
-	for i := range words {
-		if aligned[i] {
-			end = spans[i].end
-		} else {
-			spans[i] = span{start: end, end: end}
-		}
-	}
-	return spans, true
+	return spans, settled, true
 }
 
 // nullWord is the segment sphinx reports for a null transition.
@@ -153,18 +178,26 @@ const blockSamples = decoderRate * blockMs / 1000
 // energy is the energy of 16 kHz audio per blockMs block.
 type energy struct {
 	blocks []float64
+	n      int // samples added
 	durMs  int
 }
 
 func newEnergy(samples []int16) *energy {
-	e := &energy{
-		blocks: make([]float64, (len(samples)+blockSamples-1)/blockSamples),
-		durMs:  len(samples) * 1000 / decoderRate,
-	}
-	for i, s := range samples {
-		e.blocks[i/blockSamples] += float64(s) * float64(s)
-	}
+	e := &energy{}
+	e.add(samples)
 	return e
+}
+
+// add appends samples to the audio e measures.
+func (e *energy) add(samples []int16) {
+	for _, s := range samples {
+		if e.n%blockSamples == 0 {
+			e.blocks = append(e.blocks, 0)
+		}
+		e.blocks[len(e.blocks)-1] += float64(s) * float64(s)
+		e.n++
+	}
+	e.durMs = e.n * 1000 / decoderRate
 }
 
 func (e *energy) peak() float64 {
@@ -206,13 +239,19 @@ func (e *energy) speechBounds() (startMs, endMs int) {
 // finish turns spans into timestamps: clamped to [0, durMs], each start at
 // or after the previous word's end, each end at or after its start.
 func finish(words []word, spans []span, durMs int) []engine.Word {
+	out, _ := finishAfter(words, spans, 0, durMs)
+	return out
+}
+
+// finishAfter is finish for words that follow others already timed up to
+// prev; it also returns the last word's end.
+func finishAfter(words []word, spans []span, prev, durMs int) ([]engine.Word, int) {
 	out := make([]engine.Word, len(words))
-	prev := 0
 	for i, w := range words {
 		s := min(max(spans[i].start, prev), durMs)
 		e := min(max(spans[i].end, s), durMs)
 		out[i] = engine.Word{Word: w.name, StartMs: s, EndMs: e}
 		prev = e
 	}
-	return out
+	return out, prev
 }

@@ -34,9 +34,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
@@ -264,25 +264,31 @@ func (a *Aligner) CheckParams(params json.RawMessage) error {
 // Process aligns the request's audio with the transcript in
 // Job.Prompt.Text and sends timestamps: one entry per token of the input
 // that was spoken (its span of the input, its text there and the words
-// spoken for it), in order, monotonic and within the audio's duration.
+// spoken for it), in order, monotonic and within the audio's duration,
+// over one or more chunks.
 //
-// # A sentence at a time
+// # As the audio arrives
 //
-// When the audio is at 16 kHz and marks the end of each sentence (a
-// vocoder's engine.Audio.EndOfSentence), each sentence is aligned as its
-// mark arrives, as an utterance of its own, and its timestamps are sent at
-// once, in one chunk, timed from the start of the whole audio: the first
-// timestamps leave while later sentences are still being spoken, and an
-// error in one sentence's alignment cannot drift into the next. Sentences
-// of the transcript left when the audio ends (marks missing) are aligned
-// together on the audio after the last mark. Audio without marks, or at
-// another rate, is aligned whole once it has all come, in one chunk.
+// Audio at 16 kHz is aligned as it arrives. Its head, the start of the
+// first sentence, is decoded block by block (streamBlock samples at a
+// time from its start, whatever chunks it comes in) until the decoder
+// settles the first words, which are sent at once: about 0.4 s into the
+// audio, while the rest of the sentence is still being synthesized. Then,
+// as each sentence's end mark comes (a vocoder's
+// engine.Audio.EndOfSentence), the sentence is aligned as an utterance of
+// its own and its words not sent yet are sent, in one chunk, timed from
+// the start of the whole audio: an error in one sentence's alignment
+// cannot drift into the next. When the audio ends with sentences of the
+// transcript left that had no mark, their words are aligned together on
+// the audio after the last mark. Audio at another rate is aligned whole
+// once it has all come, in one chunk. See stream.go for what is sent
+// early and why.
 //
 // The audio is checked and brought to 16 kHz as it arrives. A decoder is
-// taken from the pool for each alignment, and a decode that has started
-// runs to its end (about 2% of the audio's duration); cancellation is
-// noticed while reading and while waiting for a decoder. Bad input (an
-// empty transcript, no audio, a chunk that is not audio, a rate outside
+// taken from the pool for the head, from its first audio to its first
+// words, and for each sentence's alignment; cancellation is noticed while
+// reading and while waiting for a decoder. Bad input (an empty
+// transcript, no audio, a chunk that is not audio, a rate outside
 // [MinSampleRate, MaxSampleRate] or one that changes, more than
 // MaxAudioSeconds) is an *engine.InputError.
 func (a *Aligner) Process(ctx context.Context, job *engine.Job) error {
@@ -293,61 +299,9 @@ func (a *Aligner) Process(ctx context.Context, job *engine.Job) error {
 	if err != nil {
 		return wrap(err)
 	}
-	groups := bySentence(words)
-	in := &audioReader{src: job.In}
-	done, from := 0, 0 // sentences sent; where the next one's audio starts in in.pcm
-	send := func(ws []word, pcm []int16, offset int) error {
-		aligned := make([]engine.Word, len(ws)) // no audio left: at the end, untimed
-		if len(pcm) > 0 {
-			var err error
-			if aligned, err = a.align(ctx, ws, pcm, len(pcm)*1000/decoderRate); err != nil {
-				return err
-			}
-		}
-		shift := offset * 1000 / decoderRate
-		for i := range aligned {
-			aligned[i].StartMs += shift
-			aligned[i].EndMs += shift
-		}
-		return job.Out.Send(ctx, engine.Chunk{Words: &engine.Words{Words: entries(job.Prompt.Text, ws, aligned)}})
-	}
-	for {
-		mark, err := in.next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return wrap(err)
-		}
-		if !mark || in.rs != nil || done == len(groups) || len(in.pcm) == from {
-			continue
-		}
-		if err := send(groups[done], in.pcm[from:], from); err != nil {
-			return wrap(err)
-		}
-		done, from = done+1, len(in.pcm)
-	}
-	pcm, durMs, err := in.finish()
-	if err != nil {
-		return wrap(err)
-	}
-	if done == 0 {
-		aligned, err := a.align(ctx, words, pcm, durMs)
-		if err != nil {
-			return wrap(err)
-		}
-		return job.Out.Send(ctx, engine.Chunk{Words: &engine.Words{Words: entries(job.Prompt.Text, words, aligned)}})
-	}
-	if done < len(groups) {
-		var rest []word
-		for _, g := range groups[done:] {
-			rest = append(rest, g...)
-		}
-		if err := send(rest, pcm[from:], from); err != nil {
-			return wrap(err)
-		}
-	}
-	return nil
+	al := &alignment{a: a, input: job.Prompt.Text, out: job.Out, words: words, groups: bySentence(words), in: &audioReader{src: job.In}}
+	defer al.drop()
+	return wrap(al.run(ctx))
 }
 
 // align aligns words with 16 kHz audio of durMs milliseconds (the
@@ -366,7 +320,7 @@ func (a *Aligner) align(ctx context.Context, words []word, pcm []int16, durMs in
 
 // alignOn aligns on d, which the caller holds.
 func (a *Aligner) alignOn(d *decoder, words []word, pcm []int16, durMs int) ([]engine.Word, error) {
-	aligned, err := prepare(d, words)
+	aligned, _, err := prepare(d, words, false)
 	if err != nil {
 		return nil, err
 	}
@@ -395,8 +349,10 @@ func (a *Aligner) alignOn(d *decoder, words []word, pcm []int16, durMs int) ([]e
 
 // prepare adds the words the dictionary lacks and sets the grammar of the
 // transcript. It returns which words are in the grammar: a word the
-// dictionary lacks and flite gave no usable phones for is left out.
-func prepare(d *decoder, words []word) ([]bool, error) {
+// dictionary lacks and flite gave no usable phones for is left out. With
+// probe, the grammar has the probe of its second word (see probeFor), and
+// prepare returns its key.
+func prepare(d *decoder, words []word, probe bool) ([]bool, string, error) {
 	aligned := make([]bool, len(words))
 	keys := make([]string, 0, len(words))
 	for i, w := range words {
@@ -405,88 +361,48 @@ func prepare(d *decoder, words []word) ([]bool, error) {
 				continue
 			}
 			if err := d.addWord(w.key, w.phones); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 		}
 		aligned[i] = true
 		keys = append(keys, w.key)
 	}
 	if len(keys) == 0 {
-		return nil, &engine.InputError{Reason: "the transcript has no word that can be aligned"}
+		return nil, "", &engine.InputError{Reason: "the transcript has no word that can be aligned"}
 	}
-	if err := d.setWords(keys); err != nil {
-		return nil, err
-	}
-	return aligned, nil
-}
-
-// readAudio reads src to its end, checks every chunk and returns the audio
-// at 16 kHz with the input's duration in milliseconds.
-func readAudio(ctx context.Context, src engine.Source) (pcm []int16, durMs int, err error) {
-	in := &audioReader{src: src}
-	for {
-		if _, err := in.next(ctx); errors.Is(err, io.EOF) {
-			return in.finish()
-		} else if err != nil {
-			return nil, 0, err
+	var pk string
+	if probe && len(keys) > 1 {
+		var err error
+		if pk, err = probeFor(d, keys[1]); err != nil {
+			return nil, "", err
 		}
 	}
+	if err := d.setWords(keys, pk); err != nil {
+		return nil, "", err
+	}
+	return aligned, pk, nil
 }
 
-// audioReader reads a request's audio and brings it to 16 kHz as it
-// arrives.
-type audioReader struct {
-	src  engine.Source
-	rate int              // the input's rate; 0 before the first chunk
-	n    int              // input samples
-	rs   *audio.Resampler // nil when the input is at 16 kHz
-	pcm  []int16          // the audio so far, at 16 kHz
-}
+// probePrefix starts the dictionary keys of probes; "/" keeps them apart
+// from every transcript word's key (see dictKey).
+const probePrefix = "omni/probe/"
 
-// next reads one chunk, and reports whether it marks a sentence's end. It
-// returns io.EOF when the audio has ended.
-func (r *audioReader) next(ctx context.Context) (bool, error) {
-	c, err := r.src.Recv(ctx)
-	if err != nil {
-		return false, err
+// probeFor returns the probe of the word key: a dictionary entry that is
+// the word's first phone alone, added to the dictionary if need be. A
+// hypothesis so far that ends in the probe has gone past the first word
+// into the second: the first word is settled about two phones sooner than
+// when the second word ends (see stream.go). It returns "" when key has no
+// pronunciation.
+func probeFor(d *decoder, key string) (string, error) {
+	phones := strings.Fields(d.pron(key))
+	if len(phones) == 0 {
+		return "", nil
 	}
-	if c.Audio == nil {
-		return false, &engine.InputError{Reason: fmt.Sprintf("aligner input must be audio, got %q", c.Kind())}
-	}
-	rate := c.Audio.SampleRate
-	switch {
-	case r.rate == 0:
-		if rate < MinSampleRate || rate > MaxSampleRate {
-			return false, &engine.InputError{Reason: fmt.Sprintf("sample rate %d Hz is outside [%d, %d]", rate, MinSampleRate, MaxSampleRate)}
+	pk := probePrefix + strings.ToLower(phones[0])
+	if !d.has(pk) {
+		if err := d.addWord(pk, phones[0]); err != nil {
+			return "", err
 		}
-		if rate != decoderRate {
-			if r.rs, err = audio.NewResampler(rate, decoderRate); err != nil {
-				return false, &engine.InputError{Reason: fmt.Sprintf("sample rate %d Hz: %v", rate, err)}
-			}
-		}
-		r.rate = rate
-	case rate != r.rate:
-		return false, &engine.InputError{Reason: fmt.Sprintf("sample rate changed from %d Hz to %d Hz", r.rate, rate)}
 	}
-	r.n += len(c.Audio.Samples)
-	if r.n > MaxAudioSeconds*rate {
-		return false, &engine.InputError{Reason: fmt.Sprintf("audio is longer than %d s", MaxAudioSeconds)}
-	}
-	if r.rs != nil {
-		r.pcm = r.rs.AppendProcess(r.pcm, c.Audio.Samples)
-	} else {
-		r.pcm = append(r.pcm, c.Audio.Samples...)
-	}
-	return c.Audio.EndOfSentence, nil
-}
-
-// finish returns the whole audio at 16 kHz and its duration as it came in.
-func (r *audioReader) finish() ([]int16, int, error) {
-	if r.n == 0 {
-		return nil, 0, &engine.InputError{Reason: "no audio"}
-	}
-	if r.rs != nil {
-		r.pcm = r.rs.AppendFlush(r.pcm)
-	}
-	return r.pcm, int(int64(r.n) * 1000 / int64(r.rate)), nil
+	return pk, nil
 }

@@ -1,5 +1,7 @@
 package sphinx
 
+// The decoder: PocketSphinx through cgo (csphinx.c), one job at a time.
+
 /*
 #cgo pkg-config: pocketsphinx sphinxbase
 #include <malloc.h>
@@ -42,6 +44,11 @@ type decoder struct {
 	// newStream makes every decode start a new stream, so that no
 	// estimate of the front end carries over from the utterance before.
 	newStream bool
+	// prior is the cepstral mean a stream's running mean starts from: the
+	// model's own (-cmninit), read when the decoder was created.
+	prior []C.float
+	// streaming is true between startStream and endStream.
+	streaming bool
 }
 
 // newDecoder creates a decoder with the acoustic model in hmm and the
@@ -59,7 +66,9 @@ func newDecoder(hmm, dict string) (*decoder, error) {
 	if ps == nil {
 		return nil, fmt.Errorf("decoder: cannot load model %s with dictionary %s", hmm, dict)
 	}
-	return &decoder{ps: ps, newStream: true}, nil
+	prior := make([]C.float, int(C.omni_ps_cmn_len(ps)))
+	C.omni_ps_cmn_get(ps, &prior[0])
+	return &decoder{ps: ps, newStream: true, prior: prior}, nil
 }
 
 // newLMDecoder creates a decoder for free recognition with the acoustic
@@ -108,12 +117,31 @@ func (d *decoder) addWord(word, phones string) error {
 	return nil
 }
 
+// pron returns word's pronunciation in the dictionary (phones separated
+// by spaces), "" when it has none.
+func (d *decoder) pron(word string) string {
+	cw := C.CString(word)
+	defer C.free(unsafe.Pointer(cw))
+	p := C.omni_ps_pron(d.ps, cw)
+	if p == nil {
+		return ""
+	}
+	defer C.free(unsafe.Pointer(p))
+	return C.GoString(p)
+}
+
 // setWords makes the linear grammar of keys (dictionary entries) the
-// active search.
-func (d *decoder) setWords(keys []string) error {
+// active search, with the probe word (a dictionary entry too) after the
+// first word unless probe is "" (see omni_ps_set_words).
+func (d *decoder) setWords(keys []string, probe string) error {
 	cs := make([]*C.char, len(keys))
 	for i, k := range keys {
 		cs[i] = C.CString(k)
+	}
+	var cp *C.char
+	if probe != "" {
+		cp = C.CString(probe)
+		defer C.free(unsafe.Pointer(cp))
 	}
 	defer func() {
 		for _, c := range cs {
@@ -121,7 +149,7 @@ func (d *decoder) setWords(keys []string) error {
 		}
 	}()
 	// cs lives in Go memory but holds only C pointers, so cgo may pass it.
-	rc := C.omni_ps_set_words(d.ps, &cs[0], C.int(len(cs)))
+	rc := C.omni_ps_set_words(d.ps, &cs[0], C.int(len(cs)), cp)
 	d.hasGrammar = true
 	if rc != 0 {
 		return errors.New("decoder: cannot set the transcript grammar")
@@ -157,6 +185,47 @@ func (d *decoder) decode(samples []int16) error {
 	return nil
 }
 
+// startStream starts an utterance that feed decodes block by block, with
+// the grammar set last. Its cepstra are normalized by a running mean that
+// starts from the model's prior, not by the utterance's own mean (batch
+// CMN needs the whole utterance), and the feature buffer starts where a
+// new decoder's does: whatever the decoder decoded before, the same
+// blocks give the same segments.
+func (d *decoder) startStream() error {
+	if C.omni_ps_stream_start(d.ps, &d.prior[0]) != 0 {
+		d.broken = true
+		return errors.New("decoder: cannot start an utterance")
+	}
+	d.streaming = true
+	return nil
+}
+
+// feed decodes the next samples of the utterance startStream started;
+// segments then returns the best hypothesis so far. The result depends
+// on how the audio is cut into calls: callers cut it the same way for the
+// same audio.
+func (d *decoder) feed(samples []int16) error {
+	if len(samples) == 0 {
+		return nil
+	}
+	if C.omni_ps_stream_feed(d.ps, (*C.int16)(unsafe.Pointer(&samples[0])), C.size_t(len(samples))) != 0 {
+		d.broken = true
+		return errors.New("decoder: cannot decode a block")
+	}
+	return nil
+}
+
+// endStream ends the utterance startStream started; segments then
+// returns its final hypothesis.
+func (d *decoder) endStream() error {
+	d.streaming = false
+	if C.omni_ps_stream_end(d.ps) != 0 {
+		d.broken = true
+		return errors.New("decoder: cannot end the utterance")
+	}
+	return nil
+}
+
 // segment is one word of the decoder's hypothesis with its first and last
 // frame (inclusive).
 type segment struct {
@@ -164,8 +233,9 @@ type segment struct {
 	sf, ef int
 }
 
-// segments returns the best hypothesis of the utterance just ended, and
-// false when there is none (the audio did not fit the grammar).
+// segments returns the best hypothesis of the utterance just ended (or,
+// while one is fed, so far), and false when there is none (the audio did
+// not fit the grammar, or no word has ended yet).
 func (d *decoder) segments() ([]segment, bool, error) {
 	var s C.omni_segs
 	rc := C.omni_ps_segments(d.ps, &s)
@@ -202,9 +272,12 @@ func (d *decoder) hyp() (string, error) {
 	return C.GoString(h), nil
 }
 
-// reset removes the grammar, so the decoder holds no memory for the last
-// job.
+// reset ends an utterance left streaming and removes the grammar, so the
+// decoder holds no memory for the last job.
 func (d *decoder) reset() {
+	if d.streaming {
+		_ = d.endStream() // a failure marks the decoder broken
+	}
 	if d.hasGrammar {
 		C.omni_ps_clear_words(d.ps)
 		d.hasGrammar = false

@@ -1,8 +1,11 @@
+/* csphinx.c: see csphinx.h. */
 #include <stdlib.h>
 #include <string.h>
 
 #include <pocketsphinx.h>
+#include <sphinxbase/cmn.h>
 #include <sphinxbase/err.h>
+#include <sphinxbase/feat.h>
 #include <sphinxbase/fsg_model.h>
 
 #include "csphinx.h"
@@ -81,14 +84,22 @@ int omni_ps_has_word(ps_decoder_t *ps, const char *word)
     return 1;
 }
 
-int omni_ps_set_words(ps_decoder_t *ps, const char *const *words, int n)
+char *omni_ps_pron(ps_decoder_t *ps, const char *word)
+{
+    return ps_lookup_word(ps, word);
+}
+
+int omni_ps_set_words(ps_decoder_t *ps, const char *const *words, int n,
+                      const char *probe)
 {
     logmath_t *lmath = ps_get_logmath(ps);
     float32 lw = cmd_ln_float32_r(ps_get_config(ps), "-lw");
     fsg_model_t *fsg;
     int i, rc;
 
-    fsg = fsg_model_init(OMNI_SEARCH, lmath, lw, n + 1);
+    if (n < 2)
+        probe = NULL;
+    fsg = fsg_model_init(OMNI_SEARCH, lmath, lw, probe ? n + 2 : n + 1);
     if (fsg == NULL)
         return -1;
     fsg->start_state = 0;
@@ -97,6 +108,8 @@ int omni_ps_set_words(ps_decoder_t *ps, const char *const *words, int n)
         int wid = fsg_model_word_add(fsg, words[i]);
         fsg_model_trans_add(fsg, i, i + 1, 0, wid);
     }
+    if (probe)
+        fsg_model_trans_add(fsg, 1, n + 1, 0, fsg_model_word_add(fsg, probe));
     /* The search takes its own reference (fsg_search_init retains it) and
      * drops it when the search is unset or replaced. */
     rc = ps_set_fsg(ps, OMNI_SEARCH, fsg);
@@ -121,6 +134,9 @@ int omni_ps_decode(ps_decoder_t *ps, const int16 *samples, size_t n, int new_str
      * stream's start, which is then this utterance's. */
     if (new_stream && ps_start_stream(ps) < 0)
         return -1;
+    /* A decode fed in blocks switched the feature computation to the
+     * running mean for good; this one normalizes by its own mean again. */
+    ps_get_feat(ps)->cmn = cmn_type_from_str(cmd_ln_str_r(ps_get_config(ps), "-cmn"));
     if (ps_start_utt(ps) < 0)
         return -1;
     /* All samples in one call with full_utt set: only then does sphinx
@@ -132,6 +148,47 @@ int omni_ps_decode(ps_decoder_t *ps, const int16 *samples, size_t n, int new_str
     if (ps_end_utt(ps) < 0)
         rc = -1;
     return rc;
+}
+
+int omni_ps_cmn_len(ps_decoder_t *ps)
+{
+    return ps_get_feat(ps)->cmn_struct->veclen;
+}
+
+void omni_ps_cmn_get(ps_decoder_t *ps, float *out)
+{
+    cmn_live_get(ps_get_feat(ps)->cmn_struct, out);
+}
+
+int omni_ps_stream_start(ps_decoder_t *ps, const float *prior)
+{
+    feat_t *f = ps_get_feat(ps);
+
+    if (ps_start_stream(ps) < 0)
+        return -1;
+    /* The running mean (live CMN) is what a decode fed in blocks uses
+     * (feat_cmn switches to it at the first block); ps_start_stream
+     * leaves it where the last utterance took it. */
+    cmn_live_set(f->cmn_struct, prior);
+    f->cmn = CMN_LIVE;
+    /* The circular buffer of cepstra that block-by-block features read
+     * keeps its positions from one utterance to the next, and the first
+     * frames come out differently when they straddle its wraparound (a
+     * head fed the same blocks on the same decoder gave other word
+     * boundaries at 7 of 400 repetitions): every utterance starts where
+     * a new decoder's does. */
+    f->bufpos = f->curpos = 0;
+    return ps_start_utt(ps) < 0 ? -1 : 0;
+}
+
+int omni_ps_stream_feed(ps_decoder_t *ps, const int16 *samples, size_t n)
+{
+    return ps_process_raw(ps, samples, n, FALSE, FALSE) < 0 ? -1 : 0;
+}
+
+int omni_ps_stream_end(ps_decoder_t *ps)
+{
+    return ps_end_utt(ps) < 0 ? -1 : 0;
 }
 
 int omni_ps_segments(ps_decoder_t *ps, omni_segs *out)

@@ -1,9 +1,16 @@
 package sphinx
 
+// Tests of the alignment as the audio arrives: a sentence at a time, its
+// words as soon as they are settled.
+
 import (
 	"context"
+	"fmt"
 	"io"
+	"math/rand/v2"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
@@ -35,64 +42,230 @@ func (s chanSink) Send(ctx context.Context, c engine.Chunk) error {
 	}
 }
 
-// TestStreamedSentences feeds the aligner speech a sentence at a time,
-// each sentence's audio followed by its end mark, as the vocoder sends it.
-// The first sentence's timestamps must come before the second sentence's
-// audio is sent (the test holds it back until they do), each sentence's
-// in a chunk of its own, timed from the start of the whole audio and as
-// close to flite's own times as a whole alignment is.
-func TestStreamedSentences(t *testing.T) {
-	a := sharedAligner(t)
-	parts := []string{sentences[0], "Please call Stella.", sentences[3]}
-	text := parts[0] + " " + parts[1] + " " + parts[2]
-	in, out := make(chanSource), make(chanSink)
-	done := make(chan error, 1)
-	go func() {
-		done <- a.Process(context.Background(), &engine.Job{Prompt: engine.Prompt{Text: text}, In: in, Out: out})
-	}()
+// committee is the README's bench paragraph: six sentences of about 3 s.
+const committee = "The committee met on Tuesday to review the budget. After a long discussion, they agreed to fund three new projects. " +
+	"The first one will improve the city library. The second will repair the old bridge near the river. " +
+	"The third will build a small park for children. Everyone left the meeting feeling hopeful about the future."
 
+// spoken is a text's speech as the vocoder sends it: each sentence
+// synthesized alone, in blocks of streamBlock samples (the last one of a
+// sentence shorter), then the sentence's end mark.
+type spoken struct {
+	sentences [][]engine.Chunk // each sentence's blocks and its mark
+	entries   []engine.Word    // flite's own times, by input token
+	durMs     int
+}
+
+func (s spoken) chunks() []engine.Chunk {
+	var out []engine.Chunk
+	for _, c := range s.sentences {
+		out = append(out, c...)
+	}
+	return out
+}
+
+// speakSentences synthesizes each of text's sentences (as the talker cuts
+// them) on its own, as the pipeline does.
+func speakSentences(t testing.TB, text, voice string) spoken {
+	t.Helper()
+	words, err := transcript(text, voice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runes := []rune(text)
+	groups := bySentence(words)
+	var sp spoken
 	var truth []engine.Word
-	offsetMs, total := 0, 0
-	var got []engine.Word
-	chunks := 0
-	for i, p := range parts {
-		s := synth(t, p, "slt")
+	samples := 0
+	for i, g := range groups {
+		end := len(runes)
+		if i+1 < len(groups) {
+			end = groups[i+1][0].charStart
+		}
+		s := synth(t, string(runes[g[0].charStart:end]), voice)
+		if len(s.truth) != len(g) {
+			t.Fatalf("sentence %d: flite spoke %d words alone, %d in the text", i, len(s.truth), len(g))
+		}
+		offsetMs := samples * 1000 / decoderRate
 		for _, w := range s.truth {
 			w.StartMs += offsetMs
 			w.EndMs += offsetMs
 			truth = append(truth, w)
 		}
-		in <- engine.Chunk{Audio: s.audio}
-		in <- engine.Chunk{Audio: &engine.Audio{SampleRate: s.audio.SampleRate, EndOfSentence: true}}
-		offsetMs += durationMs(s.audio)
-		total += len(s.audio.Samples)
-		if i == 2 {
-			close(in)
+		var cs []engine.Chunk
+		pcm := s.audio.Samples
+		for j := 0; j < len(pcm); j += streamBlock {
+			cs = append(cs, engine.Chunk{Audio: &engine.Audio{SampleRate: decoderRate, Samples: pcm[j:min(j+streamBlock, len(pcm))]}})
 		}
-		var c engine.Chunk
-		select {
-		case c = <-out:
-		case err := <-done:
-			t.Fatalf("Process returned %v before sentence %d's timestamps", err, i)
-		}
-		if c.Words == nil {
-			t.Fatalf("chunk %q, want timestamps", c.Kind())
-		}
-		chunks++
-		got = append(got, c.Words.Words...)
+		cs = append(cs, engine.Chunk{Audio: &engine.Audio{SampleRate: decoderRate, EndOfSentence: true}})
+		sp.sentences = append(sp.sentences, cs)
+		samples += len(pcm)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	sp.entries = entries(text, words, truth)
+	sp.durMs = samples * 1000 / decoderRate
+	return sp
+}
+
+// TestStreamedAccuracy aligns speech as the vocoder sends it, for every
+// voice, and checks the timestamps against flite's own.
+func TestStreamedAccuracy(t *testing.T) {
+	a := sharedAligner(t)
+	for _, voice := range []string{"slt", "rms", "awb", "kal16"} {
+		t.Run(voice, func(t *testing.T) {
+			sum, n := 0.0, 0
+			for _, text := range append([]string{committee}, sentences...) {
+				sp := speakSentences(t, text, voice)
+				got, err := run(context.Background(), a, text, sp.chunks()...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mean := checkWords(t, got, sp.entries, sp.durMs)
+				sum += mean * float64(len(got))
+				n += len(got)
+			}
+			mean := sum / float64(n)
+			t.Logf("%s: mean boundary error %.1f ms over %d entries", voice, mean, n)
+			if mean > maxMeanErrorMs {
+				t.Errorf("%s: mean boundary error %.1f ms, want <= %d", voice, mean, maxMeanErrorMs)
+			}
+		})
 	}
-	words, err := transcript(text, "slt")
+}
+
+// recvWords waits for the next chunk of timestamps, for a minute at most.
+func recvWords(t *testing.T, out chanSink, done chan error, what string) []engine.Word {
+	t.Helper()
+	select {
+	case c := <-out:
+		if c.Words == nil || len(c.Words.Words) == 0 {
+			t.Fatalf("%s: chunk %q, want timestamps", what, c.Kind())
+		}
+		return c.Words.Words
+	case err := <-done:
+		t.Fatalf("%s: Process returned %v first", what, err)
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: no timestamps after a minute", what)
+	}
+	return nil
+}
+
+// TestStreamedSentences feeds the aligner speech a block at a time, as the
+// vocoder sends it, holding each block back until the words it settles
+// have been sent. The first sentence's first words must come before its
+// last block, every sentence's words before the next sentence's first
+// block, and the timestamps must be those of the whole input given at
+// once.
+func TestStreamedSentences(t *testing.T) {
+	a := sharedAligner(t)
+	text := committee
+	sp := speakSentences(t, text, "slt")
+	want, err := run(context.Background(), a, text, sp.chunks()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := entries(text, words, truth)
-	mean := checkWords(t, got, want, total*1000/16000)
-	t.Logf("%d chunks, mean boundary error %.1f ms over %d entries", chunks, mean, len(got))
-	if mean > maxMeanErrorMs {
-		t.Errorf("mean boundary error %.1f ms, want <= %d", mean, maxMeanErrorMs)
+	in, out := make(chanSource), make(chanSink)
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Process(context.Background(), &engine.Job{Prompt: engine.Prompt{Text: text}, In: in, Out: out})
+	}()
+	var got []engine.Word
+	for i, cs := range sp.sentences {
+		blocks, mark := cs[:len(cs)-1], cs[len(cs)-1]
+		early := 0
+		for _, c := range blocks[:len(blocks)-1] {
+			in <- c
+			// Process has read c once it reads the next one; take
+			// what it sent meanwhile.
+			for sent := false; !sent; {
+				select {
+				case in <- engine.Chunk{Audio: &engine.Audio{SampleRate: decoderRate}}:
+					sent = true
+				case c := <-out:
+					got = append(got, c.Words.Words...)
+					early++
+				}
+			}
+		}
+		if i == 0 && early == 0 {
+			t.Errorf("no timestamps before the first sentence's last block")
+		}
+		in <- blocks[len(blocks)-1]
+		in <- mark
+		for len(got) < sentenceEntries(sp, i) {
+			got = append(got, recvWords(t, out, done, fmt.Sprintf("sentence %d", i))...)
+		}
+		if len(got) != sentenceEntries(sp, i) {
+			t.Fatalf("sentence %d: %d entries so far, want %d", i, len(got), sentenceEntries(sp, i))
+		}
+	}
+	close(in)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("fed a block at a time:\n got %v\nwant %v", got, want)
+	}
+	mean := checkWords(t, got, sp.entries, sp.durMs)
+	t.Logf("mean boundary error %.1f ms over %d entries", mean, len(got))
+}
+
+// sentenceEntries is how many entries the sentences up to i have.
+func sentenceEntries(sp spoken, i int) int {
+	end := 0
+	for _, c := range sp.sentences[:i+1] {
+		for _, b := range c {
+			end += len(b.Audio.Samples)
+		}
+	}
+	endMs := end * 1000 / decoderRate
+	n := 0
+	for _, e := range sp.entries {
+		if e.StartMs < endMs {
+			n++
+		}
+	}
+	return n
+}
+
+// TestStreamedChunking checks that the timestamps of speech with sentence
+// marks do not depend on how the audio between the marks is cut.
+func TestStreamedChunking(t *testing.T) {
+	a := sharedAligner(t)
+	text := sentences[2]
+	sp := speakSentences(t, text, "awb")
+	want, err := run(context.Background(), a, text, sp.chunks()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, cut := range []string{"whole", "random", "samples"} {
+		var chunks []engine.Chunk
+		for _, cs := range sp.sentences {
+			var pcm []int16
+			for _, c := range cs {
+				pcm = append(pcm, c.Audio.Samples...)
+			}
+			for i := 0; i < len(pcm); {
+				n := len(pcm)
+				switch cut {
+				case "random":
+					n = 1 + rng.IntN(5000)
+				case "samples":
+					n = 1 + i%7
+				}
+				end := min(i+n, len(pcm))
+				chunks = append(chunks, engine.Chunk{Audio: &engine.Audio{SampleRate: decoderRate, Samples: pcm[i:end]}})
+				i = end
+			}
+			chunks = append(chunks, cs[len(cs)-1])
+		}
+		got, err := run(context.Background(), a, text, chunks...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("cut %s, %d chunks:\n got %v\nwant %v", cut, len(chunks), got, want)
+		}
 	}
 }
 
@@ -116,4 +289,27 @@ func TestStreamedSentencesMismatch(t *testing.T) {
 		t.Fatalf("%d entries, want %d", len(got), len(s.entries))
 	}
 	checkShape(t, got, durationMs(s.audio))
+}
+
+// TestUnmarkedSentences aligns the speech of several sentences that comes
+// with no marks at all: every word is timed, as closely as when marked.
+func TestUnmarkedSentences(t *testing.T) {
+	a := sharedAligner(t)
+	text := sentences[2]
+	sp := speakSentences(t, text, "slt")
+	var chunks []engine.Chunk
+	for _, c := range sp.chunks() {
+		if !c.Audio.EndOfSentence {
+			chunks = append(chunks, c)
+		}
+	}
+	got, err := run(context.Background(), a, text, chunks...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mean := checkWords(t, got, sp.entries, sp.durMs)
+	t.Logf("mean boundary error %.1f ms over %d entries", mean, len(got))
+	if mean > maxMeanErrorMs {
+		t.Errorf("mean boundary error %.1f ms, want <= %d", mean, maxMeanErrorMs)
+	}
 }
