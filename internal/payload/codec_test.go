@@ -38,6 +38,7 @@ func TestRoundTrip(t *testing.T) {
 		{"empty data", base()},
 		{"carried", carried},
 		{"trace", traced},
+		{"spans", base(spanned(framesChunk(3, 4, 2), 0, 0, "Hi."), spanned(framesChunk(2, 4, 2), 1, 4, "Is 😀 ok?"))},
 	} {
 		for _, key := range [][]byte{nil, testKey} {
 			t.Run(tc.name+map[bool]string{false: "/unsigned", true: "/signed"}[key != nil], func(t *testing.T) {
@@ -301,6 +302,11 @@ func TestBadPayloads(t *testing.T) {
 		}), nil, Expect{}, CodeBadChunk, "data[0]: data 4097 bytes of metadata; the limit is 4096"},
 		{"empty chunk", with(func(e *Envelope) { e.Data = []engine.Chunk{{}} }), nil, Expect{}, CodeBadChunk, "data[0]: a chunk holds exactly one of text, frames, segments, audio, words or data; this one holds 0"},
 		{"two fields", with(func(e *Envelope) { e.Data[0].Text = &engine.Text{Text: "x"} }), nil, Expect{}, CodeBadChunk, "this one holds 2"},
+		{"span alone", with(func(e *Envelope) { e.Data = []engine.Chunk{{Span: &engine.Span{End: 1, Text: "x"}}} }), nil, Expect{}, CodeBadChunk, "this one holds 0"},
+		{"span of a negative sentence", with(func(e *Envelope) { e.Data[0].Span = &engine.Span{Sentence: -1} }), nil, Expect{}, CodeBadChunk, "data[0]: span of sentence -1"},
+		{"span backwards", with(func(e *Envelope) { e.Data[0].Span = &engine.Span{Start: 5, End: 4} }), nil, Expect{}, CodeBadChunk, "data[0]: span of characters 5..4"},
+		{"span text too long", with(func(e *Envelope) { e.Data[0].Span = &engine.Span{Start: 2, End: 4, Text: "abc"} }), nil, Expect{}, CodeBadChunk, "span text has 3 code points, but the span covers 2 (2..4)"},
+		{"span text not UTF-8", with(func(e *Envelope) { e.Data[0].Span = &engine.Span{End: 1, Text: "\xff"} }), nil, Expect{}, CodeBadChunk, "span text is not valid UTF-8"},
 		{"mixed kinds", with(func(e *Envelope) { e.Data = append(e.Data, textChunk("x")) }), nil, Expect{}, CodeBadChunk, "payload data[1] is text, but the stream is frames"},
 		{"ragged segments", with(func(e *Envelope) {
 			c := segmentsChunk()

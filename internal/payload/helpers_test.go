@@ -9,6 +9,7 @@ import (
 	"math"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -70,6 +71,12 @@ func base(data ...engine.Chunk) *Envelope {
 		Final:      2,
 		Data:       data,
 	}
+}
+
+// spanned is c with the span of sentence n, text at code point start.
+func spanned(c engine.Chunk, n, start int, text string) engine.Chunk {
+	c.Span = &engine.Span{Sentence: n, Start: start, End: start + utf8.RuneCountInString(text), Text: text}
+	return c
 }
 
 func textChunk(s string) engine.Chunk { return engine.Chunk{Text: &engine.Text{Text: s}} }

@@ -428,15 +428,23 @@ var (
 		fieldOf("d", "chunks", required, arrayOf(chunkV), func(o *StageOutput) *[]engine.Chunk { return &o.Chunks }, "the stage's output, in order"),
 	)
 
-	chunkSchema = newSchema("chunk", "one chunk of a stream: exactly one key",
+	chunkSchema = newSchema("chunk", "one chunk of a stream: exactly one of its one-of keys, and a span or none",
 		fieldOf("t", "text", oneOf, ptrTo(textSchema), func(c *engine.Chunk) **engine.Text { return &c.Text }, "text"),
 		fieldOf("f", "frames", oneOf, ptrTo(framesSchema), func(c *engine.Chunk) **engine.Frames { return &c.Frames }, "acoustic frames"),
 		fieldOf("s", "segments", oneOf, ptrTo(segmentsSchema), func(c *engine.Chunk) **engine.Segments { return &c.Segments }, "diphone segments"),
 		fieldOf("a", "audio", oneOf, ptrTo(audioSchema), func(c *engine.Chunk) **engine.Audio { return &c.Audio }, "audio"),
 		fieldOf("w", "words", oneOf, ptrTo(wordsSchema), func(c *engine.Chunk) **engine.Words { return &c.Words }, "word timestamps"),
 		fieldOf("d", "data", oneOf, ptrTo(dataSchema), func(c *engine.Chunk) **engine.Data { return &c.Data }, "a chunk of a kind the pipeline declares"),
+		fieldOf("sp", "span", optional, ptrTo(spanSchema), func(c *engine.Chunk) **engine.Span { return &c.Span }, "the sentence of the request's text the chunk begins to speak"),
 	)
 	chunkV = mapOf(chunkSchema)
+
+	spanSchema = newSchema("span", "engine.Span",
+		fieldOf("sentence", "sentence", required, intV, func(s *engine.Span) *int { return &s.Sentence }, "its index among the sentences spoken, from 0"),
+		fieldOf("start", "start", required, intV, func(s *engine.Span) *int { return &s.Start }, "its start in the request's text, code points"),
+		fieldOf("end", "end", required, intV, func(s *engine.Span) *int { return &s.End }, "its end in the request's text, code points, exclusive"),
+		fieldOf("text", "text", required, strV, func(s *engine.Span) *string { return &s.Text }, "those code points of the text, or empty"),
+	)
 
 	textSchema = newSchema("text", "engine.Text",
 		fieldOf("text", "text", required, strV, func(t *engine.Text) *string { return &t.Text }, "the text"),

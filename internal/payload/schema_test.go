@@ -33,7 +33,7 @@ func schemaDoc() []string {
 	var lines []string
 	for i, table := range []string{
 		envelopeSchema.docTable(), promptSchema.docTable(), outputSchema.docTable(),
-		chunkSchema.docTable(), textSchema.docTable(), framesSchema.docTable(),
+		chunkSchema.docTable(), spanSchema.docTable(), textSchema.docTable(), framesSchema.docTable(),
 		segmentsSchema.docTable(), audioSchema.docTable(), wordsSchema.docTable(),
 		wordSchema.docTable(), dataSchema.docTable(), errorSchema.docTable(),
 	} {

@@ -187,6 +187,7 @@ func TestStreamRoundTrip(t *testing.T) {
 		"frames":   {framesChunk(20, 26, 5), framesChunk(1, 26, 5)},
 		"segments": {segmentsChunk()},
 		"audio":    {audioChunk(1600), audioChunk(1), audioChunk(70000)},
+		"spans":    {spanned(framesChunk(20, 26, 5), 0, 0, "Hello."), framesChunk(1, 26, 5), spanned(framesChunk(3, 26, 5), 1, 7, "Wörld?")},
 		"words":    {wordsChunk(), wordsChunk()},
 		"data":     {dataChunk("phonemes", "h@l'oU", map[string]string{"voice": "en-us"}), dataChunk("phonemes", "", nil)},
 		"none":     nil,

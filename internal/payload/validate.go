@@ -156,6 +156,11 @@ func chunkProblem(c *engine.Chunk) string {
 	if n != 1 {
 		return fmt.Sprintf("a chunk holds exactly one of text, frames, segments, audio, words or data; this one holds %d", n)
 	}
+	if c.Span != nil {
+		if p := spanProblem(c.Span); p != "" {
+			return p
+		}
+	}
 	switch {
 	case c.Text != nil:
 		if !utf8.ValidString(c.Text.Text) {
@@ -184,6 +189,21 @@ func chunkProblem(c *engine.Chunk) string {
 				return fmt.Sprintf("words[%d] has a spoken word that is not valid UTF-8", i)
 			}
 		}
+	}
+	return ""
+}
+
+// spanProblem describes what is wrong with a chunk's span, or returns "".
+func spanProblem(s *engine.Span) string {
+	switch {
+	case s.Sentence < 0:
+		return fmt.Sprintf("span of sentence %d; sentences count from 0", s.Sentence)
+	case s.Start < 0 || s.End < s.Start:
+		return fmt.Sprintf("span of characters %d..%d; want 0 <= start <= end", s.Start, s.End)
+	case !utf8.ValidString(s.Text):
+		return "span text is not valid UTF-8"
+	case s.Text != "" && utf8.RuneCountInString(s.Text) != s.End-s.Start:
+		return fmt.Sprintf("span text has %d code points, but the span covers %d (%d..%d)", utf8.RuneCountInString(s.Text), s.End-s.Start, s.Start, s.End)
 	}
 	return ""
 }
