@@ -52,6 +52,13 @@ func realFixture(t testing.TB, ref, yaml string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return realFixtureWith(t, cfg, nil)
+}
+
+// realFixtureWith is realFixture for cfg, whose stages outside this
+// process are built by placements.
+func realFixtureWith(t testing.TB, cfg *pipeline.Config, placements map[pipeline.Placement]orchestrator.Placement) *fixture {
+	t.Helper()
 	engines := shipped.Registry()
 	for id := range cfg.Route.NumIDs() {
 		if name, _ := cfg.StageSpec(id, 0); !slices.Contains(engines.Names(), name) {
@@ -59,7 +66,7 @@ func realFixture(t testing.TB, ref, yaml string) *fixture {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: engines, Registerer: reg})
+	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: engines, Registerer: reg, Placements: placements})
 	if err != nil {
 		t.Fatal(err)
 	}

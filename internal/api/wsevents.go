@@ -151,7 +151,7 @@ func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
 	if c.timestamps && !slices.Contains(p.cfg.Route.Outputs(), string(engine.KindTimestamps)) {
 		return nil, httperr.BadRequest("word_timestamps: model %s has no aligner, so no word timestamps; set word_timestamps false or pick a model that has them (GET /v1/models)", p.name)
 	}
-	if err := checkInProcess(p, c); err != nil {
+	if err := checkAlignerHere(p, c); err != nil {
 		return nil, err
 	}
 	var tp talker.Params
@@ -179,17 +179,26 @@ func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
 	return c, nil
 }
 
-// checkInProcess refuses a pipeline whose request of c would run a stage
-// outside this process: worker and remote placements do not carry a
-// streamed request's input yet.
-func checkInProcess(p *served, c *wsConfig) error {
+// checkAlignerHere refuses word timestamps when the aligner of a request
+// of c would run outside this process: it reads the text received so far
+// (the prompt's feed), which stays here. Every other stage may run
+// anywhere: a streamed request's text reaches a talker in a worker or on
+// a stage server over a streamed /v1/run, and each sentence's span
+// travels with its frames and audio.
+func checkAlignerHere(p *served, c *wsConfig) error {
+	if !c.timestamps {
+		return nil
+	}
 	sel, err := p.cfg.Route.Select(c.modalities())
 	if err != nil {
 		return httperr.BadRequest("model %s: %v", p.name, err)
 	}
-	for _, id := range sel.Stages {
-		if pl := p.cfg.Deploy.Stages[id].Placement; pl != pipeline.PlacementInproc {
-			return httperr.BadRequest("model %s runs stage %d (%s) with placement %s, which does not take text as it streams yet: the speech stream needs every stage in process (placement inproc); POST /v1/audio/speech serves it", p.name, id, p.cfg.StageName(id), pl)
+	for _, out := range sel.Outputs {
+		if out.Kind != engine.KindTimestamps {
+			continue
+		}
+		if pl := p.cfg.Deploy.Stages[out.Stage].Placement; pl != pipeline.PlacementInproc {
+			return httperr.BadRequest("word_timestamps: model %s runs stage %d (%s) with placement %s, but the aligner of a live utterance reads its text so far, which stays in this process: set word_timestamps false, or run the aligner in process (placement inproc); POST /v1/audio/speech serves timestamps from any placement", p.name, out.Stage, p.cfg.StageName(out.Stage), pl)
 		}
 	}
 	return nil

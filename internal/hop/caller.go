@@ -25,13 +25,17 @@ import (
 // upstream stage produces it and hands the stage's output on as it comes
 // back.
 //
-// For stage 0 the call is the ordinary first call of a request: the prompt
-// object, the sampling_params array and output_modalities, in JSON. For a
-// later stage the Caller writes its input as a payload stream, exactly as
-// the upstream stage's server would have: this process's pipeline name
-// and digest, From the stage's upstream on the route, To the stage, the
-// request's prompt, and a sampling_params array with one entry per stage
-// id in which only this stage's entry is set. Both forms name as
+// For stage 0 of a request that enters whole, the call is the ordinary
+// first call of a request: the prompt object, the sampling_params array
+// and output_modalities, in JSON. For a later stage, and for stage 0 of a
+// streamed request (its text arrives while it runs: Prompt.Feed), the
+// Caller writes its input as a payload stream, exactly as the upstream
+// stage's server would have: this process's pipeline name and digest,
+// From the stage's upstream on the route (stage 0 itself for stage 0, whose
+// input is the request's text), To the stage, the request's prompt (empty
+// for a streamed request, whose text comes in the data frames as it
+// arrives), and a sampling_params array with one entry per stage id in
+// which only this stage's entry is set. Both forms name as
 // output_modalities the output of the route's last stage, so the server
 // runs the stage and answers, unless the stage ends the route, with a
 // hand-off to the next stage whose data is exactly the stage's output;
@@ -189,21 +193,27 @@ func (c *Caller) streamError(ctx context.Context, err error) error {
 // request returns the call's body and content type. The body takes
 // nothing of job.In until the transport first reads it, once the
 // connection is made (so a call refused before that can be made again
-// elsewhere): stage 0's body is then its JSON request, from the prompt's
-// text; a later stage's body is written from job.In as the server reads
-// it. Closing the body stops the writer.
+// elsewhere): the stage 0 body of a request that entered whole is then
+// its JSON request, from the prompt's text; a later stage's body, and a
+// streamed request's stage 0 body, is written from job.In as the server
+// reads it. Closing the body stops the writer.
 func (c *Caller) request(ctx context.Context, job *engine.Job) (*inputBody, string) {
-	if c.stage == entryStage {
+	if c.stage == entryStage && job.Prompt.Feed == nil {
 		return &inputBody{open: func(b *inputBody) (io.Reader, error) { return c.entryRequest(ctx, job) }}, "application/json"
 	}
 	id := job.RequestID
 	if id == "" {
 		id = fmt.Sprintf("hop-%d", time.Now().UnixNano())
 	}
+	from, prompt := c.upstream, job.Prompt
+	if c.stage == entryStage {
+		// The request's text, as it arrives: stage 0's own input.
+		from, prompt = entryStage, engine.Prompt{}
+	}
 	head := &payload.Envelope{
 		Pipeline: c.pipeline, Digest: c.digest, TransferID: id, RequestID: id,
-		From: c.upstream, To: c.stage, Final: c.finalID, Outputs: c.outputs,
-		Params: c.params(job.Params), Prompt: job.Prompt,
+		From: from, To: c.stage, Final: c.finalID, Outputs: c.outputs,
+		Params: c.params(job.Params), Prompt: prompt,
 		Trace: telemetry.Traceparent(ctx),
 	}
 	return &inputBody{open: func(b *inputBody) (io.Reader, error) {

@@ -154,7 +154,9 @@ func (s *Server) parseEntry(r *http.Request, req *RunRequest, in []byte) (*call,
 // parseStream reads the header of a streamed call's request body and
 // checks it against this server: a hand-off addressed to a stage this
 // server runs, without carried outputs, from the stage's upstream on the
-// request's route.
+// request's route; or, for stage 0, from stage 0 itself with an empty
+// prompt: a streamed request, whose text comes in the data frames as it
+// arrives.
 func (s *Server) parseStream(sr *payload.StreamReader) (*call, error) {
 	kind, env, err := sr.Header(nil)
 	if err != nil {
@@ -173,11 +175,35 @@ func (s *Server) parseStream(sr *payload.StreamReader) (*call, error) {
 	if len(env.Carried) > 0 {
 		return nil, badPayload("a streamed payload carries no outputs: a coordinator keeps the outputs it sees pass (see the X-Omnistage-Output header)")
 	}
+	if stage == entryStage {
+		return s.parseEntryStream(env)
+	}
 	sel, err := s.checkRoute(stage, env)
 	if err != nil {
 		return nil, err
 	}
 	return &call{stage: stage, id: env.RequestID, env: env, sel: sel}, nil
+}
+
+// parseEntryStream checks the header of a streamed request's stage 0
+// call, whose input is the request's text as it arrives: its prompt is
+// the feed of that text.
+func (s *Server) parseEntryStream(env *payload.Envelope) (*call, error) {
+	switch {
+	case env.From != entryStage:
+		return nil, &payload.Error{Code: payload.CodeOutOfRange, Message: fmt.Sprintf("payload stream for stage %d comes from stage %d; stage %d takes the request's text, a stream from stage %d", entryStage, env.From, entryStage, entryStage)}
+	case env.Prompt.Text != "":
+		return nil, badPayload("a stage 0 stream carries the request's text in its data frames, as it arrives; its header's prompt text must be empty")
+	}
+	sel, err := s.cfg.Route.Select(env.Outputs)
+	if err != nil {
+		return nil, &payload.Error{Code: payload.CodeOutOfRange, Message: fmt.Sprintf("payload's output_modalities cannot be served: %v", err)}
+	}
+	if sel.Final != env.Final {
+		return nil, &payload.Error{Code: payload.CodeOutOfRange, Message: fmt.Sprintf("payload's final stage is %d, but its output_modalities end at stage %d", env.Final, sel.Final)}
+	}
+	env.Prompt.Feed = engine.NewFeed()
+	return &call{stage: entryStage, id: env.RequestID, env: env, sel: sel}, nil
 }
 
 // RequestID returns the caller's request id: the body's field or the

@@ -20,7 +20,12 @@
 // payload stream (Content-Type ContentType): a hand-off header addressed
 // to the stage to run, then the upstream stage's output, frame by frame.
 // For stage 0 the request is the one-shot JSON body with Accept:
-// ContentType. The answer's headers come as soon as the stage is bound to
+// ContentType, or, for a request whose text arrives while it runs (a
+// streamed request: a voice agent's, a Wyoming stream's), a payload
+// stream whose hand-off header goes from stage 0 to stage 0 with an empty
+// prompt text, then the text's pieces as text data frames as they arrive:
+// the stage takes each as it comes (the talker speaks each sentence once
+// the next has begun), and its prompt's Feed holds the text so far. The answer's headers come as soon as the stage is bound to
 // a replica, before any output, and say what the one-shot answer says in
 // its fields: X-Request-Id, HeaderStage (the stage that takes the answer
 // next, or the stage that ran), HeaderFinished, and HeaderOutput when the

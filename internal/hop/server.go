@@ -191,8 +191,13 @@ func acceptsStream(r *http.Request) bool {
 // submit starts the call's stage: the one place where a /v1/run call
 // reaches the orchestrator.
 func (s *Server) submit(r *http.Request, c *call) (*orchestrator.Stream, error) {
+	input := c.input
+	if feed := c.env.Prompt.Feed; feed != nil {
+		// A streamed request's text: the stage's prompt holds it so far.
+		input = engine.Feeding(input, feed)
+	}
 	st, err := s.orch.SubmitStage(r.Context(), orchestrator.StageCall{
-		ID: c.id, Stage: c.stage, Prompt: c.env.Prompt, Params: c.env.Params, Input: c.input,
+		ID: c.id, Stage: c.stage, Prompt: c.env.Prompt, Params: c.env.Params, Input: input,
 	})
 	if err != nil {
 		return nil, err
