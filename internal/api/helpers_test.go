@@ -102,6 +102,8 @@ type setup struct {
 	engines func(*engine.Registry)
 	// noStart leaves the orchestrator cold (Run starts it).
 	noStart bool
+	// placements build the stages that run outside this process.
+	placements map[pipeline.Placement]orchestrator.Placement
 }
 
 // newOrchestrator builds the orchestrator of a test pipeline.
@@ -117,7 +119,7 @@ func newOrchestrator(t testing.TB, s setup, reg *prometheus.Registry) *orchestra
 	if s.engines != nil {
 		s.engines(engines)
 	}
-	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: engines, Registerer: reg})
+	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: engines, Registerer: reg, Placements: s.placements})
 	if err != nil {
 		t.Fatalf("orchestrator: %v", err)
 	}

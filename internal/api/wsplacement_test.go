@@ -9,10 +9,12 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/shipped"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
@@ -33,7 +35,7 @@ func remoteFixture(t testing.TB) *fixture {
 	}
 	var deploy strings.Builder
 	for id := range 2 {
-		fmt.Fprintf(&deploy, "    - {id: %d, placement: remote, endpoints: [%q]}\n", id, stageServer(t, whole, id, key))
+		fmt.Fprintf(&deploy, "    - {id: %d, placement: remote, endpoints: [%q]}\n", id, stageServer(t, whole, id, key, shipped.Registry()))
 	}
 	cfg := testkit.Parse(t, testkit.BuiltinWith(t, "tts", deploy.String()))
 	return realFixtureWith(t, cfg, map[pipeline.Placement]orchestrator.Placement{
@@ -77,10 +79,10 @@ func TestSpeechStreamRemoteStages(t *testing.T) {
 }
 
 // stageServer serves stage id of cfg headless (omnistage serve --stage
-// id), on the real engines, signing with key, and returns its URL.
-func stageServer(t testing.TB, cfg *pipeline.Config, id int, key []byte) string {
+// id), on the engines of reg, signing with key, and returns its URL.
+func stageServer(t testing.TB, cfg *pipeline.Config, id int, key []byte, reg *engine.Registry) string {
 	t.Helper()
-	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: shipped.Registry()})
+	o, err := orchestrator.New(cfg, orchestrator.Options{Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,4 +101,50 @@ func stageServer(t testing.TB, cfg *pipeline.Config, id int, key []byte) string 
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return ts.URL
+}
+
+// TestSpeechStreamRemoteTimestamps runs the fake live pipeline with its
+// talker and vocoder on stage servers and its aligner in process: the
+// aligner finds each sentence by the span its audio carries back across
+// the hops, so an utterance's audio.start texts, word timestamps and audio
+// are those of the same utterance with every stage in process.
+func TestSpeechStreamRemoteTimestamps(t *testing.T) {
+	key := []byte("ws-remote-fakes-key-0123456789")
+	whole := testkit.Parse(t, liveYAML)
+	reg := &engine.Registry{}
+	liveEngines(nil)(reg)
+	deploy := "  stages:\n"
+	for id := range 2 {
+		deploy += fmt.Sprintf("    - {id: %d, placement: remote, endpoints: [%q]}\n", id, stageServer(t, whole, id, key, reg))
+	}
+	cfg := testkit.Parse(t, liveYAML+deploy)
+	here := newFixture(t, setup{yaml: liveYAML, engines: liveEngines(nil)})
+	there := newFixture(t, setup{yaml: liveYAML + deploy, engines: liveEngines(nil), placements: map[pipeline.Placement]orchestrator.Placement{
+		pipeline.PlacementRemote: &remote.Placement{Pipeline: cfg, Codec: payload.NewCodec(key)},
+	}})
+	var got [2]*heardUtterance
+	for i, f := range []*fixture{here, there} {
+		c := dialWS(t, f.url, nil)
+		c.event(evConfig, "response_format", "pcm", "stream_audio", true, "word_timestamps", true)
+		for _, piece := range []string{"Héllo", " 😀 ", "there.", "  H", "ow are", " you? ", "Fine"} {
+			c.event(evText, "text", piece)
+		}
+		c.event(evDone)
+		got[i] = c.utterance()
+	}
+	sentences := func(h *heardUtterance) (texts []string) {
+		for _, s := range h.starts {
+			texts = append(texts, s.SentenceText)
+		}
+		return texts
+	}
+	if a, b := sentences(got[0]), sentences(got[1]); !slices.Equal(a, b) || len(a) != 3 {
+		t.Errorf("sentences through the stage servers %q, in process %q", b, a)
+	}
+	if a, b := got[0].allWords(), got[1].allWords(); !reflect.DeepEqual(a, b) || len(a) == 0 {
+		t.Errorf("word timestamps through the stage servers\n%+v\nin process\n%+v", b, a)
+	}
+	if !bytes.Equal(got[0].audio(), got[1].audio()) {
+		t.Errorf("audio through the stage servers: %d bytes, in process %d; they differ", len(got[1].audio()), len(got[0].audio()))
+	}
 }
