@@ -44,6 +44,14 @@ func (o *wsOut) write(typ websocket.MessageType, b []byte) error {
 	return nil
 }
 
+// broken reports whether a write failed (the client is gone or stopped
+// reading).
+func (o *wsOut) broken() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.failed != nil
+}
+
 // event sends the JSON event v, of utterance u (nil: of the session).
 func (o *wsOut) event(u *utterance, v any) error {
 	b, err := json.Marshal(v)

@@ -78,7 +78,7 @@ func (ss *wsSession) run() {
 	}()
 	end := ss.loop()
 	ss.halt()
-	if end.gone || ss.out.failed != nil {
+	if end.gone || ss.out.broken() {
 		_ = ss.conn.CloseNow()
 	} else {
 		_ = ss.conn.Close(end.code, end.reason)
@@ -126,7 +126,7 @@ func (ss *wsSession) loop() wsEnd {
 			idle.Reset(ss.limits.Idle)
 			ss.ended(r)
 			switch {
-			case ss.out.failed != nil:
+			case ss.out.broken():
 				return wsEnd{gone: true}
 			case ss.closing && len(ss.queue) == 0:
 				return wsEnd{code: websocket.StatusNormalClosure, reason: "session closed"}
@@ -220,7 +220,7 @@ func (ss *wsSession) handle(m wsMessage) (wsEnd, bool) {
 // sent is handle's answer once an event was handled: the session ends
 // only if a write failed.
 func (ss *wsSession) sent() (wsEnd, bool) {
-	if ss.out.failed != nil {
+	if ss.out.broken() {
 		return wsEnd{gone: true}, true
 	}
 	return wsEnd{}, false
