@@ -17,11 +17,6 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 )
 
-// streamedAlignment is whether the aligner of the built-in pipeline aligns
-// streamed requests (reads Prompt.Feed); TestSpeechStreamTimestampsBuiltin
-// runs once it does.
-const streamedAlignment = false
-
 // liveText is what the built-in tests stream: three sentences, a number
 // Flite reads as words, and a character beyond the BMP.
 const liveText = "Hello there, this is omnistage. It paid $42.50 for 😀 coffee! Is that fine?"
@@ -101,9 +96,6 @@ func TestSpeechStreamBuiltin(t *testing.T) {
 // whole; then it cancels an utterance mid-way and checks that the words
 // audio.cancelled says were heard end within the audio sent.
 func TestSpeechStreamTimestampsBuiltin(t *testing.T) {
-	if !streamedAlignment {
-		t.Skip("the sphinx aligner takes its transcript from Prompt.Text, which a streamed request leaves empty, and does not read Prompt.Feed yet: an utterance with word_timestamps fails (\"transcript: text is empty\") until it does")
-	}
 	f := realFixture(t, "builtin:tts", "")
 	resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech",
 		map[string]any{"model": "tts", "input": liveText, "response_format": "pcm"}, "X-Word-Timestamps", "true")

@@ -5,6 +5,7 @@ package browser
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -47,7 +48,11 @@ const (
 	typedRest  = "t speaks as you type."
 )
 
+// litText is the utterance whose words live mode lights as they play.
+const litText = "Words light up as they are heard."
+
 var (
+	litWords       = strings.Fields(strings.TrimSuffix(litText, "."))
 	typedSentences = []string{"Hello from live mode.", "It speaks as you type."}
 	fedSentences   = []string{"An answer streams in.", "Each sentence plays as it ends.", "The last one waits for the end."}
 	longSentences  = []string{"This is a long answer.", "It goes on for a while.", "The user will talk over it.", "So it must stop at once.", "Nothing after the stop plays.", "And the page says what was heard.", "One more sentence.", "And one more."}
@@ -57,12 +62,11 @@ var (
 // typed text is spoken sentence by sentence as it is typed (the first
 // before the rest is typed), text fed word by word likewise, and Stop
 // barges in: audio.cancelled comes, no audio after it, and the session
-// goes on.
+// goes on; with word timestamps on, each word is lit as it plays.
 func testLive(t *testing.T, ctx context.Context, url string) {
 	do(t, ctx, 30*time.Second, chromedp.Navigate(url))
 	waitFor(t, ctx, `omnistagePlayground.ready`, 20*time.Second)
-	// The aligner does not time streamed requests yet (see "words lit").
-	do(t, ctx, 10*time.Second, chromedp.Evaluate[chromedp.Void](`(() => { const b = document.querySelector('#timestamps'); if (b.checked) b.click(); })()`))
+	do(t, ctx, 10*time.Second, chromedp.Evaluate[chromedp.Void](`(() => { const b = document.querySelector('#timestamps'); if (!b.checked) b.click(); })()`))
 	do(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS("#live")))
 	waitFor(t, ctx, `!document.querySelector('#live-box').hidden`, 5*time.Second)
 
@@ -112,7 +116,15 @@ func testLive(t *testing.T, ctx context.Context, url string) {
 	})
 
 	t.Run("words lit", func(t *testing.T) {
-		t.Skip("the sphinx aligner does not read a streamed request's text (Prompt.Feed) yet, so live utterances get no word timestamps to light words with")
+		do(t, ctx, 10*time.Second, chromedp.SendKeys(chromedp.CSS("#live-text"), " "+litText), chromedp.Click(chromedp.CSS("#live-done")))
+		waitFor(t, ctx, `omnistagePlayground.live.utterances >= 4 || omnistagePlayground.live.errors.length > 0`, 20*time.Second)
+		// Earlier utterances may still be playing, lighting their own
+		// words in between: the lit utterance's words must come, in order.
+		want, _ := json.Marshal(litWords)
+		waitFor(t, ctx, fmt.Sprintf(`(() => { const want = %s; let i = 0; for (const w of omnistagePlayground.highlighted) if (w === want[i]) i++; return i === want.length || omnistagePlayground.live.errors.length > 0; })()`, want), 20*time.Second)
+		if st := live(t, ctx); len(st.Errors) > 0 {
+			t.Errorf("live words lit with errors %v", st.Errors)
+		}
 	})
 }
 

@@ -284,6 +284,17 @@ func (a *Aligner) CheckParams(params json.RawMessage) error {
 // once it has all come, in one chunk. See stream.go for what is sent
 // early and why.
 //
+// # A streamed request
+//
+// A request whose text is not known when it starts (Job.Prompt.Text
+// empty, as a streamed request's is) has its transcript built a sentence
+// at a time from the engine.Span its audio carries (the talker's, which
+// a vocoder puts on the sentence's first block): the words of each
+// span's text, tied to the request's text by the span's offsets, so that
+// the timestamps are those of the same text posted whole. Audio without
+// spans is aligned with the request's text (Job.Prompt.Feed) once the
+// audio has ended; without either there is no transcript (bad input).
+//
 // The audio is checked and brought to 16 kHz as it arrives. A decoder is
 // taken from the pool for the head, from its first audio to its first
 // words, and for each sentence's alignment; cancellation is noticed while
@@ -295,11 +306,16 @@ func (a *Aligner) Process(ctx context.Context, job *engine.Job) error {
 	if err := a.CheckParams(job.Params); err != nil {
 		return wrap(err)
 	}
-	words, err := transcript(job.Prompt.Text, a.opts.Voice)
-	if err != nil {
-		return wrap(err)
+	al := &alignment{a: a, input: job.Prompt.Text, out: job.Out, in: &audioReader{src: job.In}}
+	if job.Prompt.Text == "" {
+		al.spoken = newSpokenText(job.Prompt.Feed)
+	} else {
+		words, err := transcript(job.Prompt.Text, a.opts.Voice)
+		if err != nil {
+			return wrap(err)
+		}
+		al.words, al.groups = words, bySentence(words)
 	}
-	al := &alignment{a: a, input: job.Prompt.Text, out: job.Out, words: words, groups: bySentence(words), in: &audioReader{src: job.In}}
 	defer al.drop()
 	return wrap(al.run(ctx))
 }

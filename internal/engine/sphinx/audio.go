@@ -34,10 +34,12 @@ type audioReader struct {
 	n    int              // input samples
 	rs   *audio.Resampler // nil when the input is at 16 kHz
 	pcm  []int16          // the audio so far, at 16 kHz
+	span *engine.Span     // the span the last chunk read carries, or nil
 }
 
-// next reads one chunk, and reports whether it marks a sentence's end. It
-// returns io.EOF when the audio has ended.
+// next reads one chunk, and reports whether it marks a sentence's end;
+// r.span is then the sentence span it carries. It returns io.EOF when the
+// audio has ended.
 func (r *audioReader) next(ctx context.Context) (bool, error) {
 	c, err := r.src.Recv(ctx)
 	if err != nil {
@@ -46,6 +48,7 @@ func (r *audioReader) next(ctx context.Context) (bool, error) {
 	if c.Audio == nil {
 		return false, &engine.InputError{Reason: fmt.Sprintf("aligner input must be audio, got %q", c.Kind())}
 	}
+	r.span = c.Span
 	rate := c.Audio.SampleRate
 	switch {
 	case r.rate == 0:

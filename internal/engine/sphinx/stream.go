@@ -69,6 +69,10 @@ type alignment struct {
 	words  []word
 	groups [][]word // words by sentence
 	in     *audioReader
+	// spoken, when set, builds the transcript from the spans the audio
+	// carries, as a streamed request's text is not known when it starts
+	// (see spans.go).
+	spoken *spokenText
 	done   int       // sentences finished
 	from   int       // where the next sentence's audio starts in in.pcm
 	head   *sentence // the head being decoded; nil before and after
@@ -87,6 +91,11 @@ func (al *alignment) run(ctx context.Context) error {
 		}
 		if err != nil {
 			return err
+		}
+		if al.spoken != nil && al.in.span != nil {
+			if err := al.addSpan(al.in.span); err != nil {
+				return err
+			}
 		}
 		// Audio at another rate is aligned whole at the end, and audio
 		// past the transcript's last sentence is not aligned.
@@ -155,6 +164,11 @@ func (al *alignment) end(ctx context.Context) error {
 	pcm, durMs, err := al.in.finish()
 	if err != nil {
 		return err
+	}
+	if al.spoken != nil && len(al.words) == 0 {
+		if err := al.spoken.fallback(al); err != nil {
+			return err
+		}
 	}
 	if al.in.rs != nil {
 		aligned, err := al.a.align(ctx, al.words, pcm, durMs)
