@@ -25,6 +25,7 @@ import (
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/membudget"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
@@ -79,6 +80,10 @@ type Options struct {
 	// the default 32 MiB payloads). A streamed body's frames are bounded by
 	// the codec instead.
 	MaxRunBody int64
+	// RunMemoryIdle, when not nil, hears when /v1/run calls start and stop
+	// holding memory for their bodies, refused ones too (package hop's
+	// ServerOptions.Idle): the server's memory trimmer.
+	RunMemoryIdle membudget.IdleObserver
 	// MaxConns bounds the connections Run keeps open at once. A new one
 	// past it takes the slot of the connection idle (or silent) the
 	// longest; only when all carry requests does it wait.
@@ -213,7 +218,7 @@ func (s *Server) add(o *orchestrator.Orchestrator) error {
 	h, err := hop.NewServer(o, hop.ServerOptions{
 		Codec: s.opts.Codec, Stage: s.opts.Stage, Logger: s.opts.Logger, MaxBody: s.opts.MaxRunBody,
 		BodyReadTimeout: s.opts.BodyReadTimeout, WriteTimeout: s.opts.ChunkWriteTimeout,
-		TracerProvider: s.opts.TracerProvider, Limits: s.opts.HopLimits,
+		TracerProvider: s.opts.TracerProvider, Limits: s.opts.HopLimits, Idle: s.opts.RunMemoryIdle,
 	})
 	if err != nil {
 		return fmt.Errorf("api: %w", err)

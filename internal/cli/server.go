@@ -90,6 +90,7 @@ func (env Env) startServer(ctx context.Context, s serverSpec) (*server, int) {
 	}
 	opts := s.api
 	opts.Logger, opts.Registry, opts.Codec, opts.TracerProvider = rt.log, reg, rt.codec, tracing.TracerProvider()
+	opts.RunMemoryIdle = trim // refused /v1/run bodies leave memory to trim too
 	if rt.srv, err = api.New(rt.orchs, opts); err != nil {
 		rt.shutdown()
 		return failed(ExitFailure, err)

@@ -59,7 +59,8 @@ func (s *Server) checkRoute(stage int, env *payload.Envelope) (*pipeline.Selecti
 
 // parseRun checks a JSON /v1/run request against this server and decodes
 // its input.
-func (s *Server) parseRun(r *http.Request, req *RunRequest) (*call, error) {
+func (s *Server) parseRun(r *http.Request, body *runBody) (*call, error) {
+	req := &body.req
 	if req.StageID == nil {
 		return nil, httperr.BadRequest(`stage_id is missing: name the stage to run (0 for a new request, or the stage_id of the previous /v1/run answer)`)
 	}
@@ -86,11 +87,7 @@ func (s *Server) parseRun(r *http.Request, req *RunRequest) (*call, error) {
 	if req.SamplingParams != nil || req.OutputModalities != nil {
 		return nil, httperr.BadRequest("stage %d takes only stage_id and stage_input (and, from a previous answer posted back, its request_id and finished): sampling_params and output_modalities travel inside the payload", stage)
 	}
-	str, err := rawString(in)
-	if err != nil {
-		return nil, httperr.BadRequest("stage_input: %v", err)
-	}
-	env, err := s.codec.Decode(str, s.expect(stage))
+	env, err := body.decode(s.codec, in, s.expect(stage))
 	if err != nil {
 		return nil, err
 	}

@@ -64,12 +64,16 @@ type ServerOptions struct {
 	// within BodyReadTimeout is refused as overloaded (503). 0 means
 	// DefaultBodyMemoryFactor times MaxBody.
 	MaxBodyMemory int64
+	// Idle, when not nil, hears when the calls start and stop holding
+	// memory of that bound, refused calls too (package memtrim trims the
+	// memory they leave once the server is quiet).
+	Idle membudget.IdleObserver
 }
 
 // DefaultBodyMemoryFactor is how many of the largest JSON bodies the calls
 // in progress may hold at once by default: with the default 32 MiB
-// payloads, about 175 MiB of bodies, each costing about twice as much
-// again as it is decoded.
+// payloads, about 175 MiB, which holds the decoded payloads of five of the
+// largest bodies (a payload is three quarters of its base64).
 const DefaultBodyMemoryFactor = 4
 
 // Server answers POST /v1/run for one orchestrator: it runs exactly one
@@ -116,7 +120,7 @@ func NewServer(o *orchestrator.Orchestrator, opts ServerOptions) (*Server, error
 	}
 	opts.MaxBodyMemory = max(opts.MaxBodyMemory, opts.MaxBody) // one body always fits
 	srv := &Server{orch: o, cfg: cfg, codec: opts.Codec, digest: cfg.Digest(), opts: opts, log: opts.Logger,
-		bodies: membudget.New(opts.MaxBodyMemory, opts.BodyReadTimeout)}
+		bodies: membudget.New(opts.MaxBodyMemory, opts.BodyReadTimeout, opts.Idle)}
 	if opts.TracerProvider != nil {
 		srv.tracer = opts.TracerProvider.Tracer(telemetry.Name)
 	}
@@ -143,19 +147,12 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request) error {
 	if isStream(r.Header.Get("Content-Type")) {
 		return s.serveStream(w, r, start)
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
-	release, err := s.reserveBody(r)
+	body, release, err := s.readRun(w, r)
+	defer release() // the stage's input is the body's payload
 	if err != nil {
 		return err
 	}
-	defer release()
-	var req RunRequest
-	done, err := s.readJSON(w, r, &req)
-	if err != nil {
-		return err
-	}
-	c, err := s.parseRun(r, &req)
-	done() // the call holds copies of what it needs from the body
+	c, err := s.parseRun(r, body)
 	if err != nil {
 		return err
 	}

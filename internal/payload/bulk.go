@@ -5,9 +5,11 @@ package payload
 // elements. On a little-endian host a slice already is its wire form, so it
 // is copied as bytes (one memmove each way); a big-endian host converts
 // element by element. Both paths are always compiled, and the tests run the
-// portable one on every host.
+// portable one on every host. A reader that owns its input (reader.own)
+// reads them in place instead, on a little-endian host.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"unsafe"
@@ -49,6 +51,37 @@ func appendFloat32sPortable(b []byte, s []float32) []byte {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
 	}
 	return b
+}
+
+// int16sOf returns the little-endian int16s of b, read by r: in r's input
+// when r owns it, else in a new slice.
+func int16sOf(r *reader, b []byte) []int16 {
+	if nativeLE {
+		if k := r.inPlace(b, 2); k != nil {
+			return unsafe.Slice((*int16)(unsafe.Pointer(unsafe.SliceData(k))), len(k)/2)
+		}
+	}
+	return int16sFrom(b)
+}
+
+// float32sOf returns the little-endian float32s of b, read by r: in r's
+// input when r owns it, else in a new slice.
+func float32sOf(r *reader, b []byte) []float32 {
+	if nativeLE {
+		if k := r.inPlace(b, 4); k != nil {
+			return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(k))), len(k)/4)
+		}
+	}
+	return float32sFrom(b)
+}
+
+// bytesKept returns b, read by r: itself when r owns its input, else a
+// copy.
+func bytesKept(r *reader, b []byte) []byte {
+	if k := r.inPlace(b, 1); k != nil {
+		return k
+	}
+	return bytes.Clone(b)
 }
 
 // int16sFrom returns the little-endian int16s of b, whose length is even,

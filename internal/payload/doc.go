@@ -18,8 +18,15 @@
 // Ring, which SetRing replaces while the codec is in use), its size limit,
 // and, when it has one, its payload lifetime and clock. Encode and Decode
 // turn an Envelope into the stage_input string of a one-shot call and
-// back; NewStreamWriter and NewStreamReader write and read a payload
-// stream frame by frame, each frame checked as it arrives. The msgpack of
+// back; a Decoder decodes one as it arrives, part by part, checking its
+// header before it decodes the rest. A decoded envelope owns the buffer
+// its payload was decoded into: its numeric chunk data (samples, frame
+// params, segment times, data bytes) are that buffer, read in place, for
+// as long as the caller keeps the envelope, or until it gives the buffer
+// back for reuse (Decoder.Release) once every reader of the data is done.
+// NewStreamWriter and NewStreamReader write and read a payload stream
+// frame by frame, each frame checked as it arrives; a stream's chunks are
+// copied out of the reader's buffer. The msgpack of
 // the bodies is written and read by hand (msgpack.go), driven by one
 // schema (schema.go) that states every map once for the encoder, the
 // strict decoder and the document.

@@ -109,45 +109,34 @@ func (c *Codec) unmarshal(b []byte, want Expect) (*Envelope, error) {
 	if len(b) > c.maxSize {
 		return nil, newError(CodeTooLarge, "payload is %s, more than this server's limit of %s", size(len(b)), size(c.maxSize))
 	}
-	return c.decodePayload(b, &want)
+	return c.decodePayload(b, &want, false)
 }
 
 // Decode returns the envelope in the stage_input string s, after checking
 // its size (before decoding the base64), its base64, and that its payload
 // is intact (and signed, when the codec has a key), well formed, and meant
 // for the server described by want. Every problem with s is an *Error;
-// any other error means want itself is wrong (a bug). The envelope and its
-// chunks are newly allocated and owned by the caller: nothing refers to s.
+// any other error means want itself is wrong (a bug). The envelope is the
+// caller's, as a Decoder's is (see Decoder.Decode): its chunks' data are
+// the buffer s was decoded into, and nothing refers to s.
 func (c *Codec) Decode(s string, want Expect) (*Envelope, error) {
 	if err := want.valid(); err != nil {
 		return nil, err
 	}
-	n := b64.DecodedLen(len(s))
-	if n > c.maxSize {
+	if n := b64.DecodedLen(len(s)); n > c.maxSize {
 		return nil, newError(CodeTooLarge, "payload is %s, more than this server's limit of %s", size(n), size(c.maxSize))
 	}
-	buf := getBuffer(n)
-	defer putBuffer(buf)
-	bin := (*buf)[:n]
-	n, err := decodeBase64(bin, unsafe.Slice(unsafe.StringData(s), len(s)))
-	if err != nil {
-		var ce base64.CorruptInputError
-		if errors.As(err, &ce) {
-			return nil, notBase64(fmt.Sprintf("bad data at character %d", int64(ce)))
-		}
-		return nil, notBase64(err.Error())
+	d := c.NewDecoder(len(s))
+	if _, err := d.Write(unsafe.Slice(unsafe.StringData(s), len(s))); err != nil {
+		return nil, err
 	}
-	if b64.EncodedLen(n) != len(s) {
-		// The decoder skips line breaks; refuse them so that a payload has
-		// one spelling.
-		return nil, notBase64("it contains line breaks")
-	}
-	return c.decodePayload(bin[:n], &want)
+	return d.Decode(want)
 }
 
 // decodePayload returns the envelope in the binary payload b, checked
-// against want.
-func (c *Codec) decodePayload(b []byte, want *Expect) (*Envelope, error) {
+// against want. With own, b is the envelope's to keep: its numeric chunk
+// data are decoded in place (see reader.own).
+func (c *Codec) decodePayload(b []byte, want *Expect, own bool) (*Envelope, error) {
 	body, seal, key, err := c.open(b)
 	if err != nil {
 		return nil, err
@@ -158,7 +147,7 @@ func (c *Codec) decodePayload(b []byte, want *Expect) (*Envelope, error) {
 	if err := c.checkIssued("payload", b[len(magic)+2+keyIDLen:headerLen]); err != nil {
 		return nil, err
 	}
-	e, err := decodeEnvelope(body)
+	e, err := decodeEnvelope(body, own)
 	if err != nil {
 		return nil, err
 	}
@@ -168,10 +157,15 @@ func (c *Codec) decodePayload(b []byte, want *Expect) (*Envelope, error) {
 	return e, nil
 }
 
-// decodeEnvelope decodes the body of a payload of this version.
-func decodeEnvelope(body []byte) (*Envelope, *Error) {
+// decodeEnvelope decodes the body of a payload of this version; own is as
+// for decodePayload.
+func decodeEnvelope(body []byte, own bool) (*Envelope, *Error) {
 	e := new(Envelope)
-	if err := decodeMap(envelopeSchema, body, e); err != nil {
+	r := reader{b: body}
+	if own {
+		r.own(body)
+	}
+	if err := readMap(envelopeSchema, &r, e); err != nil {
 		return nil, undecodable("payload", err)
 	}
 	if e.Version != FormatVersion {
@@ -185,22 +179,12 @@ func decodeEnvelope(body []byte) (*Envelope, *Error) {
 // no key when the payload is unsigned or the codec has no key, since then
 // there is nothing to check.
 func (c *Codec) open(bin []byte) (body, seal []byte, key *macer, err *Error) {
-	if len(bin) < len(magic)+2 || string(bin[:len(magic)]) != magic {
-		return nil, nil, nil, newError(CodeBadMagic, "stage_input is not an omnistage payload; pass the stage_input of the previous /v1/run response unchanged")
-	}
-	if v := bin[len(magic)]; v != FormatVersion {
-		return nil, nil, nil, newError(CodeUnsupportedVersion, "payload has format version %d, this server reads version %d; run every stage server from the same omnistage release", v, FormatVersion)
-	}
-	if len(bin) < headerLen {
-		return nil, nil, nil, newError(CodeUndecodable, "payload is %d bytes, too short to hold its header", len(bin))
-	}
-	flags := bin[len(magic)+1]
-	key, err = c.keyFor("payload", flags, bin[len(magic)+2:len(magic)+2+keyIDLen])
+	key, err = c.checkHeader(bin)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	body = bin[headerLen:]
-	if flags&flagSigned == 0 {
+	if bin[len(magic)+1]&flagSigned == 0 {
 		return body, nil, nil, nil
 	}
 	if len(body) < sealLen {
@@ -211,6 +195,23 @@ func (c *Codec) open(bin []byte) (body, seal []byte, key *macer, err *Error) {
 		return body, nil, nil, nil
 	}
 	return body, seal, key, nil
+}
+
+// checkHeader checks the header at the start of bin, a binary payload or
+// its first bytes: its magic, version, flags and key id, the checks that
+// need nothing else of the payload. It returns the key that checks the
+// payload's seal, nil when there is none to check (see open).
+func (c *Codec) checkHeader(bin []byte) (*macer, *Error) {
+	if len(bin) < len(magic)+2 || string(bin[:len(magic)]) != magic {
+		return nil, newError(CodeBadMagic, "stage_input is not an omnistage payload; pass the stage_input of the previous /v1/run response unchanged")
+	}
+	if v := bin[len(magic)]; v != FormatVersion {
+		return nil, newError(CodeUnsupportedVersion, "payload has format version %d, this server reads version %d; run every stage server from the same omnistage release", v, FormatVersion)
+	}
+	if len(bin) < headerLen {
+		return nil, newError(CodeUndecodable, "payload is %d bytes, too short to hold its header", len(bin))
+	}
+	return c.keyFor("payload", bin[len(magic)+1], bin[len(magic)+2:len(magic)+2+keyIDLen])
 }
 
 // decodeBase64 decodes src into dst with b64, and returns the standard

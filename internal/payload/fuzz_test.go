@@ -13,7 +13,8 @@ import (
 // FuzzDecode feeds Decode arbitrary binary payloads (base64-wrapped, so the
 // fuzzer explores the header and the msgpack body) and arbitrary strings.
 // Decode must never panic, must return only *Error for bad input, and
-// anything it accepts must be valid and survive a re-encode unchanged.
+// anything it accepts must be valid and survive a re-encode unchanged; a
+// Decoder given the string in parts must do as Decode does.
 func FuzzDecode(f *testing.F) {
 	carried := base(framesChunk(2, 2, 1))
 	carried.Carried = []StageOutput{{Stage: 0, Kind: engine.KindAudio, Chunks: []engine.Chunk{audioChunk(3)}}}
@@ -65,6 +66,11 @@ func FuzzDecode(f *testing.F) {
 				mustBePayloadError(t, err)
 			}
 			e, err := plain.Decode(s, want)
+			// Written in parts, the string decodes alike.
+			inParts, _, partsErr := decodeInParts(plain, s, want, rand.New(rand.NewPCG(uint64(len(s)), 7)), 9)
+			if codeOf(partsErr) != codeOf(err) || !reflect.DeepEqual(inParts, e) {
+				t.Fatalf("in parts: %v %+v; whole: %v %+v", partsErr, inParts, err, e)
+			}
 			if err != nil {
 				mustBePayloadError(t, err)
 				continue

@@ -14,11 +14,13 @@ package payload
 // library does; the reader accepts any encoding of the right type.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"strings"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -171,9 +173,48 @@ func errTruncated() error {
 // reader reads msgpack values strictly from memory: each value must have
 // exactly the msgpack type the format gives it, and no length is trusted
 // beyond the bytes that remain. Values it returns as byte slices alias the
-// input; everything a decoded envelope keeps is copied out of it.
+// input; everything a decoded envelope keeps is copied out of it, unless
+// the reader owns its input (own).
 type reader struct {
 	b []byte // what remains to be read
+
+	// owned says the input is the decoded value's to keep: the bins of
+	// chunk data stay where they are (inPlace). floor is the address below
+	// which the input may not be written: the end of the last bin kept.
+	owned bool
+	floor uintptr
+}
+
+// own makes r own its input, b: bins of chunk data are kept in it rather
+// than copied. Nothing else may refer to b, and b may be written over.
+func (r *reader) own(b []byte) {
+	r.owned = true
+	r.floor = uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+}
+
+// inPlace returns the bytes of v, a bin just read, kept in r's input at an
+// address that is a multiple of align, or nil when r does not own its
+// input. v is returned as it is when it is aligned; otherwise its bytes
+// are moved down to the aligned address below them, over bytes already
+// read (its bin header, and what came before it), which nothing refers
+// to; when a bin kept before reaches there, v is copied out instead.
+func (r *reader) inPlace(v []byte, align uintptr) []byte {
+	if !r.owned {
+		return nil
+	}
+	p := unsafe.Pointer(unsafe.SliceData(v))
+	addr := uintptr(p)
+	off := addr % align
+	if addr-off < r.floor {
+		return bytes.Clone(v)
+	}
+	if off != 0 {
+		dst := unsafe.Slice((*byte)(unsafe.Add(p, -int(off))), len(v))
+		copy(dst, v)
+		v = dst
+	}
+	r.floor = addr - off + uintptr(len(v))
+	return v[:len(v):len(v)]
 }
 
 // peek returns the type byte of the next value.

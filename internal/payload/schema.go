@@ -40,7 +40,7 @@ func (p presence) String() string {
 // value is how a Go value of type V is written and read: typ names its
 // msgpack type for the documentation, empty (nil when no value is empty)
 // tells optional fields whether to write it. read fills *v with newly
-// allocated values, never aliasing the input.
+// allocated values, aliasing the input only as reader.own allows.
 type value[V any] struct {
 	typ   string
 	write func(w *writer, v *V)
@@ -306,7 +306,7 @@ var (
 		},
 	}
 
-	// bytesV is a bin, copied; an empty one reads as nil.
+	// bytesV is a bin, copied unless kept (reader.own); empty reads as nil.
 	bytesV = value[[]byte]{
 		typ:   "bin",
 		write: func(w *writer, b *[]byte) { w.bin(*b) },
@@ -314,7 +314,7 @@ var (
 			v, err := r.binView()
 			*b = nil
 			if len(v) > 0 {
-				*b = bytes.Clone(v)
+				*b = bytesKept(r, v)
 			}
 			return err
 		},
@@ -371,7 +371,7 @@ var (
 			if len(b)%2 != 0 {
 				return wireErrorf("%d bytes are not a whole number of int16 samples", len(b))
 			}
-			*s = int16sFrom(b)
+			*s = int16sOf(r, b)
 			return nil
 		},
 	}
@@ -393,7 +393,7 @@ var (
 			if len(b)%4 != 0 {
 				return wireErrorf("%d bytes are not a whole number of float32s", len(b))
 			}
-			*s = float32sFrom(b)
+			*s = float32sOf(r, b)
 			return nil
 		},
 	}
@@ -509,9 +509,11 @@ func encodeMap[T any](s *schema[T], b []byte, t *T) ([]byte, error) {
 
 // decodeMap reads t from b, which must hold exactly one map of s. Its
 // errors are for undecodable.
-func decodeMap[T any](s *schema[T], b []byte, t *T) error {
-	r := reader{b: b}
-	if err := s.read(&r, t); err != nil {
+func decodeMap[T any](s *schema[T], b []byte, t *T) error { return readMap(s, &reader{b: b}, t) }
+
+// readMap reads t from r, which must hold exactly one map of s.
+func readMap[T any](s *schema[T], r *reader, t *T) error {
+	if err := s.read(r, t); err != nil {
 		return err
 	}
 	if len(r.b) != 0 {
