@@ -18,8 +18,8 @@ import (
 const liveSentence = "The quick brown fox jumps over the lazy dog."
 
 // BenchmarkLiveSentence measures, per iteration and in the same run, for
-// the talker and the vocoder in process, in worker processes and on stage
-// servers: over the WebSocket, the time from the text that completes
+// the talker, the vocoder and the aligner in process, in worker processes
+// and on stage servers: over the WebSocket, with word timestamps, the time from the text that completes
 // liveSentence (the first word of the next sentence, sent 20 ms after it,
 // an LLM's pace) to its first audio byte; and, as the baseline, the time
 // to first audio of liveSentence posted whole to /v1/audio/speech in

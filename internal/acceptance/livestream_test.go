@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,6 +22,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/omnistage/omnistage/internal/engine"
 )
 
 // liveText is what the live tests stream: three sentences, a number Flite
@@ -35,26 +38,31 @@ var liveSentences = []string{"Hello there, this is omnistage.", "It paid $42.50 
 const liveDeadline = 60 * time.Second
 
 // livePlacements are the fronts the live tests run against, by name: the
-// built-in tts pipeline in process, with its talker and vocoder in worker
-// processes, and with them on two stage servers. Each serves Wyoming too.
+// built-in tts pipeline in process, with its talker, vocoder and aligner
+// in worker processes, and with them on three stage servers. Each serves
+// Wyoming too.
 func livePlacements(tb testing.TB) map[string]*server {
 	tb.Helper()
-	talker, vocoder := serve(tb, "--stage", "0"), serve(tb, "--stage", "1")
+	var remote, process strings.Builder
+	for id := range 3 {
+		fmt.Fprintf(&process, "    - {id: %d, placement: process}\n", id)
+		fmt.Fprintf(&remote, "    - {id: %d, placement: remote, endpoints: [%q]}\n", id, serve(tb, "--stage", fmt.Sprint(id)).url)
+	}
 	return map[string]*server{
-		"in process": serve(tb, "--wyoming", "127.0.0.1:0"),
-		"worker": serve(tb, "--wyoming", "127.0.0.1:0", "--config", writeFile(tb, "process.yaml", ttsWith(tb,
-			"    - {id: 0, placement: process}\n    - {id: 1, placement: process}\n"))),
-		"stage server": serve(tb, "--wyoming", "127.0.0.1:0", "--config", writeFile(tb, "remote.yaml", ttsWith(tb, fmt.Sprintf(
-			"    - {id: 0, placement: remote, endpoints: [%q]}\n    - {id: 1, placement: remote, endpoints: [%q]}\n", talker.url, vocoder.url)))),
+		"in process":   serve(tb, "--wyoming", "127.0.0.1:0"),
+		"worker":       serve(tb, "--wyoming", "127.0.0.1:0", "--config", writeFile(tb, "process.yaml", ttsWith(tb, process.String()))),
+		"stage server": serve(tb, "--wyoming", "127.0.0.1:0", "--config", writeFile(tb, "remote.yaml", ttsWith(tb, remote.String()))),
 	}
 }
 
 // TestLiveInputPlacements streams liveText word by word over the
-// WebSocket and over Wyoming to the talker in process, in a worker and on
-// a stage server: the first sentence's audio comes before the rest of the
+// WebSocket and over Wyoming to the stages in process, in workers and on
+// stage servers: the first sentence's audio comes before the rest of the
 // text is sent, the WebSocket's audio.start events name each sentence as
-// sent (its span crossed the hops), and the audio, sentence after
-// sentence, is byte for byte that of the text posted whole in process.
+// sent and its word_timestamps events are the timestamps of the text
+// posted whole (each sentence's span crossed the hops: the aligner builds
+// its transcript from them), and the audio, sentence after sentence, is
+// byte for byte that of the text posted whole in process.
 func TestLiveInputPlacements(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts five servers with the real engines")
@@ -64,6 +72,7 @@ func TestLiveInputPlacements(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("POST /v1/audio/speech: %d %s", status, whole)
 	}
+	wholeWords := generate(t, fronts["in process"].url, liveText).words
 	for _, name := range []string{"in process", "worker", "stage server"} {
 		front := fronts[name]
 		t.Run(name, func(t *testing.T) {
@@ -72,9 +81,12 @@ func TestLiveInputPlacements(t *testing.T) {
 			}
 			t.Run("websocket", func(t *testing.T) {
 				ws := dialLive(t, front.url)
-				texts, audio, took := ws.utterance(t, liveText)
+				texts, words, audio, took := ws.utterance(t, liveText)
 				if !slices.Equal(texts, liveSentences) {
 					t.Errorf("sentences %q, want %q", texts, liveSentences)
+				}
+				if !reflect.DeepEqual(words, wholeWords) {
+					t.Errorf("streamed word timestamps\n%+v\nthe text posted whole\n%+v", words, wholeWords)
 				}
 				if !bytes.Equal(audio, whole) {
 					t.Errorf("streamed audio: %d bytes; the text posted whole: %d bytes; they differ", len(audio), len(whole))
@@ -112,7 +124,7 @@ func dialLive(tb testing.TB, base string) *liveWS {
 	tb.Cleanup(func() { _ = c.CloseNow() })
 	c.SetReadLimit(-1)
 	ws := &liveWS{conn: c}
-	ws.send(tb, map[string]any{"type": "session.config", "model": "tts", "response_format": "pcm", "stream_audio": true})
+	ws.send(tb, map[string]any{"type": "session.config", "model": "tts", "response_format": "pcm", "stream_audio": true, "word_timestamps": true})
 	return ws
 }
 
@@ -149,16 +161,16 @@ func (ws *liveWS) recv(tb testing.TB) (string, []byte) {
 }
 
 // utterance streams text word by word and returns the texts of its
-// sentences' audio.start events and its audio. The words after the first
+// sentences' audio.start events, its word timestamps and its audio. The words after the first
 // sentence's end (its next sentence's first word) are sent only once the
 // first sentence's audio has come: took is the time from the piece that
 // ended the first sentence to that audio.
-func (ws *liveWS) utterance(tb testing.TB, text string) (texts []string, audio []byte, took time.Duration) {
+func (ws *liveWS) utterance(tb testing.TB, text string) (texts []string, words []engine.Word, audio []byte, took time.Duration) {
 	tb.Helper()
-	words := splitWords(text)
-	next := secondSentence(words)
+	pieces := splitWords(text)
+	next := secondSentence(pieces)
 	var sent time.Time
-	for _, w := range words[:next+1] {
+	for _, w := range pieces[:next+1] {
 		sent = time.Now()
 		ws.send(tb, map[string]any{"type": "input.text", "text": w})
 	}
@@ -172,6 +184,10 @@ func (ws *liveWS) utterance(tb testing.TB, text string) (texts []string, audio [
 			}
 			_ = json.Unmarshal(b, &ev)
 			texts = append(texts, ev.SentenceText)
+		case "word_timestamps":
+			var ev struct{ Words []engine.Word }
+			_ = json.Unmarshal(b, &ev)
+			words = append(words, ev.Words...)
 		}
 	}
 	for {
@@ -182,14 +198,14 @@ func (ws *liveWS) utterance(tb testing.TB, text string) (texts []string, audio [
 			break
 		}
 	}
-	for _, w := range words[next+1:] {
+	for _, w := range pieces[next+1:] {
 		ws.send(tb, map[string]any{"type": "input.text", "text": w})
 	}
 	ws.send(tb, map[string]any{"type": "input.done"})
 	for {
 		typ, b := ws.recv(tb)
 		if typ == "session.done" {
-			return texts, audio, took
+			return texts, words, audio, took
 		}
 		collect(typ, b)
 	}

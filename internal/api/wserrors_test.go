@@ -14,7 +14,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 // TestSpeechStreamRefusals: each bad event gets an error event with its
@@ -235,33 +234,5 @@ func (c *wsClient) tryRecvAll() (int, error) {
 			return n, err
 		}
 		n += len(m.audio) + len(m.raw)
-	}
-}
-
-// TestSpeechStreamAlignerHere: a model whose stages run in workers or on
-// stage servers serves live utterances, but word_timestamps needs its
-// aligner in process, naming the stage; only the stages a request runs
-// count.
-func TestSpeechStreamAlignerHere(t *testing.T) {
-	for _, tc := range []struct {
-		stage      string
-		timestamps bool
-		want       string
-	}{
-		{"{id: 0, placement: remote, endpoints: [\"http://127.0.0.1:9\"]}", true, ""},
-		{"{id: 1, placement: remote, endpoints: [\"http://127.0.0.1:9\"]}", false, ""},
-		{"{id: 1, placement: process}", true, ""},
-		{"{id: 2, placement: process}", false, ""},
-		{"{id: 2, placement: process}", true, "word_timestamps: model live runs stage 2 (aligner) with placement process"},
-		{"{id: 2, placement: remote, endpoints: [\"http://127.0.0.1:9\"]}", true, "runs stage 2 (aligner) with placement remote"},
-	} {
-		cfg, err := pipeline.Parse([]byte(liveYAML+"  stages:\n    - "+tc.stage+"\n"), "test.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = checkAlignerHere(&served{name: "live", cfg: cfg}, &wsConfig{timestamps: tc.timestamps})
-		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("%s, timestamps %v: %v, want %q", tc.stage, tc.timestamps, err, tc.want)
-		}
 	}
 }

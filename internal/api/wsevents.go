@@ -13,7 +13,6 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/flite/talker"
 	"github.com/omnistage/omnistage/internal/httperr"
-	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 // The client's events, named as vLLM-Omni's streaming speech endpoint
@@ -151,9 +150,6 @@ func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
 	if c.timestamps && !slices.Contains(p.cfg.Route.Outputs(), string(engine.KindTimestamps)) {
 		return nil, httperr.BadRequest("word_timestamps: model %s has no aligner, so no word timestamps; set word_timestamps false or pick a model that has them (GET /v1/models)", p.name)
 	}
-	if err := checkAlignerHere(p, c); err != nil {
-		return nil, err
-	}
 	var tp talker.Params
 	voice := ev.Voice.ID
 	switch {
@@ -177,31 +173,6 @@ func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// checkAlignerHere refuses word timestamps when the aligner of a request
-// of c would run outside this process: it reads the text received so far
-// (the prompt's feed), which stays here. Every other stage may run
-// anywhere: a streamed request's text reaches a talker in a worker or on
-// a stage server over a streamed /v1/run, and each sentence's span
-// travels with its frames and audio.
-func checkAlignerHere(p *served, c *wsConfig) error {
-	if !c.timestamps {
-		return nil
-	}
-	sel, err := p.cfg.Route.Select(c.modalities())
-	if err != nil {
-		return httperr.BadRequest("model %s: %v", p.name, err)
-	}
-	for _, out := range sel.Outputs {
-		if out.Kind != engine.KindTimestamps {
-			continue
-		}
-		if pl := p.cfg.Deploy.Stages[out.Stage].Placement; pl != pipeline.PlacementInproc {
-			return httperr.BadRequest("word_timestamps: model %s runs stage %d (%s) with placement %s, but the aligner of a live utterance reads its text so far, which stays in this process: set word_timestamps false, or run the aligner in process (placement inproc); POST /v1/audio/speech serves timestamps from any placement", p.name, out.Stage, p.cfg.StageName(out.Stage), pl)
-		}
-	}
-	return nil
 }
 
 // modalities are what a request of c selects.
