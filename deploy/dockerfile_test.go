@@ -291,7 +291,7 @@ func TestDockerfileRuntimeLibraries(t *testing.T) {
 
 // TestDockerfileRuntimeCommands checks that every command the server runs
 // by name (exec.LookPath or exec.Command with a literal name, in the non-test
-// sources of cmd/ and internal/) comes from a package the runtime stage
+// sources of the packages it links) comes from a package the runtime stage
 // installs: ffmpeg, for one, encodes aac.
 func TestDockerfileRuntimeCommands(t *testing.T) {
 	for _, tool := range []string{"dpkg", "dpkg-query"} {
@@ -322,28 +322,43 @@ func TestDockerfileRuntimeCommands(t *testing.T) {
 	}
 }
 
-// execNames returns the commands that the non-test Go sources of cmd/ and
-// internal/ run by a literal name.
+// execNames returns the commands that the non-test Go sources of the
+// packages the server's binary links (cmd/omnistage and what it imports
+// from this module) run by a literal name; test helpers that are not test
+// files (internal/testkit) are not linked, so not counted.
 func execNames(t *testing.T) []string {
 	t.Helper()
+	list := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.Dir}}{{end}}", "./cmd/omnistage")
+	list.Dir = repoRoot
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/omnistage: %v", err)
+	}
 	re := regexp.MustCompile(`exec\.(?:LookPath\(|Command\(|CommandContext\([A-Za-z_][A-Za-z0-9_.]*, )"([^"/]+)"`)
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen := map[string]bool{}
-	for _, dir := range []string{"cmd", "internal"} {
-		err := filepath.WalkDir(filepath.Join(repoRoot, dir), func(path string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return err
+	for _, dir := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(dir, root+string(filepath.Separator)) {
+			continue // another module's
+		}
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
 			}
 			b, err := os.ReadFile(path)
 			if err != nil {
-				return err
+				t.Fatal(err)
 			}
 			for _, m := range re.FindAllStringSubmatch(string(b), -1) {
 				seen[m[1]] = true
 			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
 	}
 	return slices.Sorted(maps.Keys(seen))
