@@ -18,7 +18,8 @@
 // Ring, which SetRing replaces while the codec is in use), its size limit,
 // and, when it has one, its payload lifetime and clock. Encode and Decode
 // turn an Envelope into the stage_input string of a one-shot call and
-// back; a Decoder decodes one as it arrives, part by part, checking its
+// back; AppendEncode writes the string into a buffer the caller reuses,
+// and a Decoder decodes one as it arrives, part by part, checking its
 // header before it decodes the rest. A decoded envelope owns the buffer
 // its payload was decoded into: its numeric chunk data (samples, frame
 // params, segment times, data bytes) are that buffer, read in place, for

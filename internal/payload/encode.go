@@ -84,21 +84,46 @@ func (c *Codec) body(b []byte, e *Envelope, signer *macer) ([]byte, error) {
 // server (a missing field, a bad chunk); that error is not an *Error,
 // since the envelope was built by this server: it is a bug. A payload
 // larger than MaxSize is an *Error with CodeTooLarge. e is not modified.
+// The string is new; a caller that writes it and is done with it saves
+// that by AppendEncode into a buffer it reuses.
 func (c *Codec) Encode(e *Envelope) (string, error) {
+	out, err := c.AppendEncode(nil, e)
+	return unsafe.String(unsafe.SliceData(out), len(out)), err
+}
+
+// AppendEncode appends e's stage_input string to dst and returns the
+// extended slice, with Encode's checks and errors (dst unchanged then).
+// When dst has too little room it is grown to hold the string and, unless
+// dst is nil, a few bytes more, for what the caller appends after it (the
+// end of a JSON answer). The result is the caller's: nothing else refers
+// to it, so a buffer may be reused for the next payload once the last one
+// is written.
+func (c *Codec) AppendEncode(dst []byte, e *Envelope) ([]byte, error) {
 	if e == nil {
-		return "", errors.New("payload: cannot encode a nil envelope")
+		return dst, errors.New("payload: cannot encode a nil envelope")
 	}
 	buf := getBuffer(sizeHint(e))
 	defer putBuffer(buf)
 	bin, err := c.appendPayload((*buf)[:0], e)
 	if err != nil {
-		return "", err
+		return dst, err
 	}
 	*buf = bin[:0]
-	out := make([]byte, b64.EncodedLen(len(bin)))
-	b64.Encode(out, bin)
-	return unsafe.String(unsafe.SliceData(out), len(out)), nil
+	n := b64.EncodedLen(len(bin))
+	if cap(dst)-len(dst) < n {
+		room := appendRoom
+		if dst == nil {
+			room = 0 // Encode's string
+		}
+		dst = append(make([]byte, 0, len(dst)+n+room), dst...)
+	}
+	b64.Encode(dst[len(dst):len(dst)+n], bin)
+	return dst[:len(dst)+n], nil
 }
+
+// appendRoom is the room that AppendEncode leaves after the string when it
+// grows dst.
+const appendRoom = 64
 
 // unmarshal returns the envelope in the binary payload b, with Decode's
 // checks and errors; nothing of the envelope refers to b.
