@@ -8,18 +8,29 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/turns"
 )
 
-// deadline is when the request's listener runs out of audio: its arrival
-// until it has delivered audio, then the time of its first audio plus the
-// length of the audio delivered since (the audio of its final stage).
+// deadline is when the request's units are due: its arrival until it has
+// delivered audio, then leadTime before its listener runs out of audio
+// (the time of its first audio plus the length of the audio delivered
+// since, the audio of its final stage).
 func (rq *request) deadline() time.Time {
 	first := rq.firstAudio.Load()
 	if first == 0 {
 		return rq.submitted
 	}
-	return rq.submitted.Add(time.Duration(first-1) + time.Duration(rq.audioOut.Load()))
+	return rq.submitted.Add(time.Duration(first-1) + time.Duration(rq.audioOut.Load()) - leadTime)
 }
+
+// leadTime is how long before a request's audio runs out its units are
+// due: about what the next audio takes to make under load (a wait for a
+// turn behind sentences being synthesized, the talker's next sentence,
+// the vocoder's first block of it), so that a stream's next sentence is
+// ready before its listener hears a gap. A request that has not spoken
+// yet is due at its arrival; one whose audio runs out within leadTime
+// goes ahead of those that arrived since.
+const leadTime = 500 * time.Millisecond
 
 // delivered notes audio of the request's final stage, sent to its caller.
 func (rq *request) delivered(a *engine.Audio) {
@@ -36,6 +47,20 @@ func (rq *request) delivered(a *engine.Audio) {
 // by its deadline.
 type requestTurns struct{ rq *request }
 
-func (t requestTurns) Turn(ctx context.Context) (func(), error) {
-	return t.rq.o.opts.Turns.Acquire(ctx, t.rq.deadline())
+func (t requestTurns) Turn(ctx context.Context) (engine.CPUTurn, error) {
+	turn, err := t.rq.o.opts.Turns.Acquire(ctx, t.rq.deadline())
+	if err != nil {
+		return nil, err
+	}
+	return requestTurn{turn, t.rq}, nil
 }
+
+// requestTurn is a turn of the request's, which yields by its deadline
+// at the time.
+type requestTurn struct {
+	t  *turns.Turn
+	rq *request
+}
+
+func (t requestTurn) Yield(ctx context.Context) error { return t.t.Yield(ctx, t.rq.deadline()) }
+func (t requestTurn) End()                            { t.t.End() }

@@ -11,7 +11,7 @@ import (
 )
 
 // TestDeadline: a request is due at its arrival until its final stage
-// delivers audio, then when that audio runs out.
+// delivers audio, then leadTime before that audio runs out.
 func TestDeadline(t *testing.T) {
 	rq := &request{submitted: time.Now()}
 	if got := rq.deadline(); !got.Equal(rq.submitted) {
@@ -24,8 +24,8 @@ func TestDeadline(t *testing.T) {
 	rq.delivered(&engine.Audio{SampleRate: 16000, Samples: make([]int16, 16000)})
 	rq.delivered(&engine.Audio{SampleRate: 16000, Samples: make([]int16, 8000)})
 	first := rq.submitted.Add(time.Duration(rq.firstAudio.Load() - 1))
-	if got, want := rq.deadline(), first.Add(1500*time.Millisecond); !got.Equal(want) {
-		t.Errorf("deadline after 1.5 s of audio %v, want %v", got, want)
+	if got, want := rq.deadline(), first.Add(1500*time.Millisecond-leadTime); !got.Equal(want) {
+		t.Errorf("deadline after 1.5 s of audio %v, want %v (leadTime before it runs out)", got, want)
 	}
 }
 
@@ -37,12 +37,12 @@ func TestTurnsReachEngines(t *testing.T) {
 	f := newFixture(t, setup{
 		opts: func(o *Options) { o.Turns = sched },
 		hooks: testengine.Hooks{Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
-			end, err := engine.Turn(ctx)
+			turn, err := engine.Turn(ctx)
 			if err != nil {
 				return err
 			}
 			took <- e.Spec.Name
-			end()
+			turn.End()
 			return nil
 		}},
 	})
@@ -61,7 +61,7 @@ func TestTurnsReachEngines(t *testing.T) {
 	if len(took) != 0 {
 		t.Fatalf("%s took a turn while it was held", <-took)
 	}
-	hold()
+	hold.End()
 	if _, err := collect(t, s); err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func waitFor(t *testing.T, s *Scheduler, n int) {
 func TestEarliestDeadlineFirst(t *testing.T) {
 	s := New(1)
 	ctx := context.Background()
-	done, err := s.Acquire(ctx, time.Unix(0, 0))
+	first, err := s.Acquire(ctx, time.Unix(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,11 +42,11 @@ func TestEarliestDeadlineFirst(t *testing.T) {
 				return
 			}
 			order <- i
-			end()
+			end.End()
 		}()
 		waitFor(t, s, i+1)
 	}
-	done()
+	first.End()
 	var got []int
 	for range deadlines {
 		got = append(got, <-order)
@@ -63,7 +63,7 @@ func TestEarliestDeadlineFirst(t *testing.T) {
 // queue, and the turns go on to the others.
 func TestCancelledWaiter(t *testing.T) {
 	s := New(1)
-	done, _ := s.Acquire(context.Background(), time.Now())
+	held, _ := s.Acquire(context.Background(), time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -78,12 +78,12 @@ func TestCancelledWaiter(t *testing.T) {
 	if s.Waiting() != 0 {
 		t.Fatal("the cancelled waiter is still queued")
 	}
-	done()
+	held.End()
 	end, err := s.Acquire(context.Background(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	end()
+	end.End()
 }
 
 // TestTurnsAtOnce: n turns run at once, no more.
@@ -95,10 +95,101 @@ func TestTurnsAtOnce(t *testing.T) {
 	go func() {
 		end, _ := s.Acquire(context.Background(), time.Now())
 		close(got)
-		end()
+		end.End()
 	}()
 	waitFor(t, s, 1)
-	a()
+	a.End()
 	<-got
-	b()
+	b.End()
+}
+
+// TestYield: a held turn goes to a waiter due before the holder and comes
+// back by deadline; with only later waiters, Yield keeps it.
+func TestYield(t *testing.T) {
+	s := New(1)
+	ctx := context.Background()
+	base := time.Now()
+	turn, err := s.Acquire(ctx, base.Add(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := make(chan string, 2)
+	wait := func(name string, d time.Duration) {
+		go func() {
+			end, err := s.Acquire(ctx, base.Add(d))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			took <- name
+			end.End()
+		}()
+	}
+	wait("later", 3*time.Second)
+	waitFor(t, s, 1)
+	if err := turn.Yield(ctx, base.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if s.Waiting() != 1 || len(took) != 0 {
+		t.Fatal("Yield gave the turn to a unit due later")
+	}
+	wait("earlier", time.Second)
+	waitFor(t, s, 2)
+	// The earlier unit runs, then the yielding one (due at 2 s) gets the
+	// turn back before the later one.
+	if err := turn.Yield(ctx, base.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-took; got != "earlier" {
+		t.Fatalf("%s took the yielded turn, want earlier", got)
+	}
+	if len(took) != 0 {
+		t.Fatal("the later unit ran before the yielding one had the turn back")
+	}
+	turn.End()
+	if got := <-took; got != "later" {
+		t.Fatalf("%s ran last, want later", got)
+	}
+	turn.End() // a second End does nothing
+	if n := freeTurns(s); n != 1 {
+		t.Fatalf("%d free turns, want 1", n)
+	}
+}
+
+// TestYieldCancelled: a Yield whose ctx ends while it waits loses the
+// turn, and its End does nothing.
+func TestYieldCancelled(t *testing.T) {
+	s := New(1)
+	base := time.Now()
+	turn, _ := s.Acquire(context.Background(), base.Add(time.Second))
+	other := make(chan *Turn)
+	go func() {
+		o, _ := s.Acquire(context.Background(), base)
+		other <- o
+	}()
+	waitFor(t, s, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- turn.Yield(ctx, base.Add(time.Second)) }()
+	o := <-other // the earlier unit holds the turn; the yielder waits
+	waitFor(t, s, 1)
+	cancel()
+	if err := <-errc; err != context.Canceled {
+		t.Fatalf("cancelled Yield: %v", err)
+	}
+	turn.End()
+	if s.Waiting() != 0 {
+		t.Fatal("the cancelled yielder is still queued")
+	}
+	o.End()
+	if n := freeTurns(s); n != 1 {
+		t.Fatalf("%d free turns, want 1", n)
+	}
+}
+
+// freeTurns returns the turns no unit holds.
+func freeTurns(s *Scheduler) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.free
 }

@@ -268,12 +268,15 @@ func vocodeFrames(v *voice, f *engine.Frames, seed uint32, s *blockStream) (*eng
 
 // omniStreamBlock is flite's streaming callback (through cflite.c's
 // stream_block): n final samples for the blockStream behind handle h. It
-// runs on the synthesis's thread, in the middle of it, and must not block.
+// runs on the synthesis's thread, in the middle of it, and never waits
+// for the consumer; it may wait for the CPU, when it yields its turn to a
+// request due first (the thread, and its rand() sequence, stay the
+// synthesis's).
 //
 //export omniStreamBlock
 func omniStreamBlock(h C.uintptr_t, samples *C.short, n, rate C.int) C.int {
 	s := cgo.Handle(h).Value().(*blockStream)
-	if !s.live() || !s.put(cAudio(samples, n, rate)) {
+	if !s.live() || !s.put(cAudio(samples, n, rate)) || !s.next() {
 		return C.CST_AUDIO_STREAM_STOP
 	}
 	return C.CST_AUDIO_STREAM_CONT

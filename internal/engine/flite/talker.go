@@ -189,12 +189,12 @@ func (sp *speaker) speak(ctx context.Context, final bool) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		end, err := engine.Turn(ctx)
+		turn, err := engine.Turn(ctx)
 		if err != nil {
 			return err
 		}
 		c, err := sp.t.sentence(sp.req, s.text)
-		end()
+		turn.End()
 		if errors.Is(err, errEmpty) {
 			continue
 		}

@@ -34,6 +34,10 @@ import (
 // When ctx ends or a send fails, a clustergen synthesis stops at its next
 // block, and Process returns the error once the sending goroutine is done.
 //
+// Each sentence's synthesis runs in a turn on the CPU (engine.Turn); a
+// clustergen synthesis yields it after each block, so that a request due
+// first (one that has not spoken yet) waits a block, not a sentence.
+//
 // The excitation noise comes from rand(), which the synthesis seeds with
 // the request's seed right before it starts, so a given seed always yields
 // the same samples. rand() and srand() are this package's own (crand.c),
@@ -218,7 +222,12 @@ func (v *Vocoder) blocks(ctx context.Context, c engine.Chunk, seed uint32, out e
 	if err != nil {
 		return err
 	}
+	turn, err := engine.Turn(ctx)
+	if err != nil {
+		return err
+	}
 	a, err := vocodeSegments(vc, c.Segments, seed)
+	turn.End()
 	if err != nil {
 		return err
 	}
@@ -244,10 +253,18 @@ type blockStream struct {
 	ctx      context.Context
 	blocks   chan *engine.Audio
 	overflow bool // set by put, read once the synthesis has returned
+	// turn is the synthesis's turn on the CPU (engine.Turn), which it
+	// yields after each block to a request due first; nil: none.
+	turn engine.CPUTurn
 }
 
 // live reports whether the synthesis should go on.
 func (s *blockStream) live() bool { return s.ctx.Err() == nil }
+
+// next is called after each block: it lets a request due first have the
+// CPU, and reports whether the synthesis should go on (false when ctx
+// ended meanwhile).
+func (s *blockStream) next() bool { return s.turn == nil || s.turn.Yield(s.ctx) == nil }
 
 // put queues a non-empty block. It never blocks: false means the queue was
 // full, which the capacity rules out.
@@ -264,16 +281,22 @@ func (s *blockStream) put(a *engine.Audio) bool {
 	}
 }
 
-// streamFrames vocodes validated frames on the calling goroutine while
-// another goroutine sends each block to out as soon as flite hands it over.
-// It returns once both are done.
+// streamFrames vocodes validated frames on the calling goroutine, in a
+// turn on the CPU that it yields at each block, while another goroutine
+// sends each block to out as soon as flite hands it over. It returns once
+// both are done.
 func streamFrames(ctx context.Context, v *voice, f *engine.Frames, seed uint32, out engine.Sink) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	turn, err := engine.Turn(ctx)
+	if err != nil {
+		return err
+	}
+	defer turn.End()
 	// Frames make at most frameSamples each: that many full blocks at most,
 	// plus the rest.
 	n := f.Len()*v.frameSamples/v.blockSamples + 1
-	s := &blockStream{ctx: ctx, blocks: make(chan *engine.Audio, n)}
+	s := &blockStream{ctx: ctx, blocks: make(chan *engine.Audio, n), turn: turn}
 	sent := make(chan error, 1)
 	go func() {
 		for a := range s.blocks {
@@ -285,7 +308,8 @@ func streamFrames(ctx context.Context, v *voice, f *engine.Frames, seed uint32, 
 		}
 		sent <- nil
 	}()
-	_, err := vocodeFrames(v, f, seed, s)
+	_, err = vocodeFrames(v, f, seed, s)
+	turn.End()
 	close(s.blocks)
 	if err := <-sent; err != nil {
 		return err

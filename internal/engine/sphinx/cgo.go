@@ -11,10 +11,13 @@ package sphinx
 import "C"
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
+
+	"github.com/omnistage/omnistage/internal/engine"
 )
 
 // frameMs is the decoder's frame period in milliseconds.
@@ -49,6 +52,18 @@ type decoder struct {
 	prior []C.float
 	// streaming is true between startStream and endStream.
 	streaming bool
+	// job is the ctx of the job the pool gave the decoder to (nil: none),
+	// whose turns on the CPU its decodes take (engine.Turn).
+	job context.Context
+}
+
+// turn waits for the turn of the job's request to decode, or for the job's
+// end (its error, which leaves the decoder sound).
+func (d *decoder) turn() (engine.CPUTurn, error) {
+	if d.job == nil {
+		return engine.Turn(context.Background())
+	}
+	return engine.Turn(d.job)
 }
 
 // newDecoder creates a decoder with the acoustic model in hmm and the
@@ -178,6 +193,11 @@ func (d *decoder) decode(samples []int16) error {
 	if d.newStream {
 		newStream = 1
 	}
+	turn, err := d.turn()
+	if err != nil {
+		return err
+	}
+	defer turn.End()
 	if C.omni_ps_decode(d.ps, (*C.int16)(unsafe.Pointer(&samples[0])), C.size_t(len(samples)), newStream) != 0 {
 		d.broken = true
 		return errors.New("decoder: cannot decode the utterance")
@@ -208,6 +228,11 @@ func (d *decoder) feed(samples []int16) error {
 	if len(samples) == 0 {
 		return nil
 	}
+	turn, err := d.turn()
+	if err != nil {
+		return err
+	}
+	defer turn.End()
 	if C.omni_ps_stream_feed(d.ps, (*C.int16)(unsafe.Pointer(&samples[0])), C.size_t(len(samples))) != 0 {
 		d.broken = true
 		return errors.New("decoder: cannot decode a block")
@@ -219,6 +244,12 @@ func (d *decoder) feed(samples []int16) error {
 // returns its final hypothesis.
 func (d *decoder) endStream() error {
 	d.streaming = false
+	turn, err := d.turn()
+	if err != nil {
+		d.broken = true // the utterance is left open
+		return err
+	}
+	defer turn.End()
 	if C.omni_ps_stream_end(d.ps) != 0 {
 		d.broken = true
 		return errors.New("decoder: cannot end the utterance")

@@ -43,8 +43,19 @@ func newPool(size int, hmm, dict string) *pool {
 }
 
 // get returns an idle decoder, or creates one while the pool has room, or
-// waits for one until ctx ends.
+// waits for one until ctx ends. The decoder's decodes take the turns of
+// ctx's request (decoder.job) until put.
 func (p *pool) get(ctx context.Context) (*decoder, error) {
+	d, err := p.take(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d.job = ctx
+	return d, nil
+}
+
+// take is get, without the job.
+func (p *pool) take(ctx context.Context) (*decoder, error) {
 	select {
 	case d := <-p.idle:
 		return d, nil
@@ -75,6 +86,7 @@ func (p *pool) get(ctx context.Context) (*decoder, error) {
 // put returns d to the pool after a job. A decoder that failed, or whose
 // dictionary has grown too much, is freed and its slot given back.
 func (p *pool) put(d *decoder) {
+	d.job = nil
 	d.reset()
 	p.mu.Lock()
 	closed := p.closed
