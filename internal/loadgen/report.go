@@ -15,8 +15,8 @@ import (
 
 // Report is the outcome of a run. Its JSON form is what `omnistage bench
 // --json` prints (README, Load and scaling): requests, ok, aborted,
-// errors, rps, audio_seconds_per_second, latency_ms, ttfa_ms, rtf and
-// leaks, plus duration_s, audio_seconds and the leak check's ok, error and
+// errors, rps, audio_seconds_per_second, latency_ms, ttfa_ms, underruns,
+// rtf and leaks, plus duration_s, audio_seconds and the leak check's ok, error and
 // bindings_by_stage.
 type Report struct {
 	// Requests counts the requests sent: OK + Aborted + the sum of Errors.
@@ -38,6 +38,9 @@ type Report struct {
 	// TTFAMs is the distribution of the times to first audio of the OK
 	// and aborted requests (every abort comes after the first audio).
 	TTFAMs Percentiles `json:"ttfa_ms"`
+	// Underruns sums up the playback of the OK and aborted requests'
+	// streams.
+	Underruns Underruns `json:"underruns"`
 	// RTF is the real-time factor of the OK requests: their latencies
 	// summed over the audio they gave summed; below 1 is faster than real
 	// time. 0 when no request was OK.
@@ -53,6 +56,33 @@ type Report struct {
 
 	// Examples holds the message of the first error of each code.
 	Examples map[string]string `json:"-"`
+}
+
+// Underruns sum up how the streams kept ahead of their playback: each
+// played from its first audio on, in real time, with no buffer of its
+// own, stalls whenever the audio before its next chunk has run out (an
+// underrun) and goes on from that chunk.
+type Underruns struct {
+	// Requests counts the streams with at least one underrun.
+	Requests int `json:"requests"`
+	// Events counts the underruns of every stream.
+	Events int `json:"events"`
+	// StallMs is the silence they made in all, and MaxStallMs the most
+	// one stream had, in milliseconds.
+	StallMs    float64 `json:"stall_ms"`
+	MaxStallMs float64 `json:"max_stall_ms"`
+}
+
+// add notes one stream's underruns.
+func (u *Underruns) add(res Result) {
+	if res.Underruns == 0 {
+		return
+	}
+	ms := float64(res.Stall) / float64(time.Millisecond)
+	u.Requests++
+	u.Events += res.Underruns
+	u.StallMs += ms
+	u.MaxStallMs = max(u.MaxStallMs, ms)
 }
 
 // Percentiles summarize a distribution of durations, in milliseconds;
@@ -87,9 +117,11 @@ func newReport(start time.Time, results []Result) *Report {
 			ttfas = append(ttfas, res.TTFA)
 			okLatency += res.Latency()
 			okAudio += res.AudioSeconds()
+			r.Underruns.add(res)
 		case Aborted:
 			r.Aborted++
 			ttfas = append(ttfas, res.TTFA)
+			r.Underruns.add(res)
 		default:
 			r.Errors[res.Code]++
 			if _, ok := r.Examples[res.Code]; !ok {
@@ -105,6 +137,8 @@ func newReport(start time.Time, results []Result) *Report {
 	if okAudio > 0 {
 		r.RTF = round(okLatency.Seconds()/okAudio, 4)
 	}
+	r.Underruns.StallMs = round(r.Underruns.StallMs, 3)
+	r.Underruns.MaxStallMs = round(r.Underruns.MaxStallMs, 3)
 	r.DurationS = round(r.DurationS, 3)
 	r.AudioSeconds = round(r.AudioSeconds, 3)
 	r.LatencyMs = percentiles(latencies)
@@ -156,6 +190,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	pct("latency ms", r.LatencyMs)
 	pct("ttfa ms", r.TTFAMs)
+	u := r.Underruns
+	fmt.Fprintf(&b, "underruns    %d in %d streams, %.1f ms of silence in all (at most %.1f ms in one)\n", u.Events, u.Requests, u.StallMs, u.MaxStallMs)
 	fmt.Fprintf(&b, "rtf          %.4f\n", r.RTF)
 	if r.Leaks.OK {
 		fmt.Fprintf(&b, "leak check   ok: %s\n", r.Leaks)

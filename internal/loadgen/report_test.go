@@ -65,9 +65,9 @@ func TestNewReport(t *testing.T) {
 	at := func(msec int) time.Time { return t0.Add(time.Duration(msec) * time.Millisecond) }
 	results := []Result{
 		{Outcome: OK, Start: at(0), End: at(500), TTFA: 100 * time.Millisecond, Samples: 16000, Rate: 16000},
-		{Outcome: OK, Start: at(100), End: at(1100), TTFA: 300 * time.Millisecond, Samples: 32000, Rate: 16000},
-		{Outcome: Aborted, Start: at(200), End: at(400), TTFA: 200 * time.Millisecond, Samples: 8000, Rate: 16000},
-		{Outcome: Failed, Code: "overloaded", Msg: "busy", Start: at(300), End: at(310)},
+		{Outcome: OK, Start: at(100), End: at(1100), TTFA: 300 * time.Millisecond, Samples: 32000, Rate: 16000, Underruns: 2, Stall: 30 * time.Millisecond},
+		{Outcome: Aborted, Start: at(200), End: at(400), TTFA: 200 * time.Millisecond, Samples: 8000, Rate: 16000, Underruns: 1, Stall: 50 * time.Millisecond},
+		{Outcome: Failed, Code: "overloaded", Msg: "busy", Start: at(300), End: at(310), Underruns: 9, Stall: time.Second},
 		{Outcome: Failed, Code: "overloaded", Msg: "busy again", Start: at(400), End: at(2000)},
 		{Outcome: Failed, Code: "timeout", Msg: "slow", Start: at(500), End: at(1000)},
 	}
@@ -92,6 +92,9 @@ func TestNewReport(t *testing.T) {
 	if want := (Percentiles{200, 300, 300, 300}); r.TTFAMs != want {
 		t.Errorf("ttfa = %+v, want %+v (ok and aborted requests)", r.TTFAMs, want)
 	}
+	if want := (Underruns{Requests: 2, Events: 3, StallMs: 80, MaxStallMs: 50}); r.Underruns != want {
+		t.Errorf("underruns = %+v, want %+v (ok and aborted requests)", r.Underruns, want)
+	}
 	r.Leaks = Leaks{OK: true, ByStage: map[string]int{}}
 	if !r.Failed() {
 		t.Error("a report with errors did not fail")
@@ -100,7 +103,7 @@ func TestNewReport(t *testing.T) {
 	if err := r.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"6 in 2.00 s: 2 ok, 1 aborted, 3 errors", "overloaded 2 (first: busy)", "leak check   ok"} {
+	for _, want := range []string{"6 in 2.00 s: 2 ok, 1 aborted, 3 errors", "overloaded 2 (first: busy)", "underruns    3 in 2 streams, 80.0 ms", "leak check   ok"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, b.String())
 		}

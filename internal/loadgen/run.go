@@ -135,6 +135,11 @@ type Result struct {
 	TTFA time.Duration
 	// Samples is the audio received, at Rate samples per second.
 	Samples, Rate int
+	// Underruns counts the times the stream fell behind a listener who
+	// plays it from its first audio on, in real time, with no buffer of
+	// its own; Stall is the silence they heard in all.
+	Underruns int
+	Stall     time.Duration
 }
 
 // Latency is the time from the request's start to its end.
@@ -312,6 +317,8 @@ func (r *runner) send(i int, id string, start time.Time) (res Result, ended bool
 	}
 	defer st.Close()
 	target := int(p.frac * float64(r.expect.of(ti, text)))
+	var play playback
+	defer func() { res.Underruns, res.Stall = play.underruns, play.stall }()
 	for {
 		n, rate, err := st.Next(ctx)
 		switch {
@@ -326,10 +333,12 @@ func (r *runner) send(i int, id string, start time.Time) (res Result, ended bool
 		case n == 0:
 			continue
 		}
+		now := time.Now()
 		if res.Samples == 0 {
-			res.TTFA = time.Since(start)
+			res.TTFA = now.Sub(start)
 			res.Rate = rate
 		}
+		play.add(now, n, rate)
 		res.Samples += n
 		if !p.abort || res.Samples < target {
 			continue
