@@ -21,9 +21,10 @@ import (
 	"github.com/omnistage/omnistage/internal/loadgen"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/turns"
 )
 
-const benchSynopsis = "bench (--url URL | --config F) [-n N | --duration D] [-c C | --rate R] [--abort-ratio X] [--abort-mode M] [--reuse-ids K] [--texts F] [--json] [...]"
+const benchSynopsis = "bench (--url URL | --config F [--turns=false]) [-n N | --duration D] [-c C | --rate R] [--abort-ratio X] [--abort-mode M] [--reuse-ids K] [--texts F] [--json] [...]"
 
 const benchHelp = `Loads a running server (--url) or a pipeline built in this process
 (--config F or builtin:NAME) with speech requests, then reports throughput,
@@ -31,7 +32,8 @@ latency and time-to-first-audio percentiles, the real-time factor, errors
 by code, and a leak check. Over HTTP each request is POST /v1/audio/speech
 with response_format pcm and stream_format audio, so the first body byte is
 the first audio; in process it is the same request given to the
-orchestrator. The texts (--texts: one per line; else a built-in dozen of
+orchestrator, whose requests take turns on the CPU by playback deadline as
+serve's do (--turns=false: every unit of work at once, to compare). The texts (--texts: one per line; else a built-in dozen of
 varied sentences and paragraphs) are spoken in turn.
 
 Arrivals: -c C keeps C requests in flight (default 1); --rate R starts R
@@ -70,6 +72,12 @@ error is a terminal (with --json too: the object goes to standard output).
   latency_ms                 {p50, p90, p99, max} of the ok requests' latency
   ttfa_ms                    {p50, p90, p99, max} of the ok and aborted
                              requests' time to first audio
+  underruns                  {requests, events, stall_ms, max_stall_ms}: the ok
+                             and aborted streams that fell behind a listener
+                             who plays each from its first audio on, in real
+                             time, with no buffer: how many, how often in all,
+                             and the silence that made (in all, and the most
+                             in one stream)
   rtf                        real-time factor: the ok requests' latencies summed
                              over their audio seconds summed (0 if none was ok)
   leaks                      {inflight, bindings, bindings_by_stage, ok, error}:
@@ -99,6 +107,7 @@ type benchCommand struct {
 	model      string
 	apiKeyFile string
 	asJSON     bool
+	turns      bool // in process: share the CPU by playback deadline
 	opts       loadgen.Options
 }
 
@@ -136,6 +145,7 @@ func parseBench(env Env, args []string) (c *benchCommand, status int, ok bool) {
 	fs.StringVar(&c.model, "model", "", "the model to request (default: the server's default pipeline); with --config, the pipeline of the file to load, when it holds several")
 	fs.StringVar(&c.apiKeyFile, "api-key-file", "", "send the API key in `FILE` as a bearer token")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as one JSON object")
+	fs.BoolVar(&c.turns, "turns", true, "with --config: the pipeline's requests take turns on the CPU by playback deadline, as serve's do (false: every unit of work at once)")
 	pos, status, ok := parse(fs, args)
 	if !ok {
 		return nil, status, false
@@ -163,6 +173,8 @@ func (c *benchCommand) check(pos []string, set map[string]bool, abortMode, texts
 		return errors.New("give either -c or --rate")
 	case c.url == "" && c.apiKeyFile != "":
 		return errors.New("--api-key-file goes with --url")
+	case c.url != "" && set["turns"]:
+		return errors.New("--turns goes with --config: a server takes turns as its serve --turns says")
 	}
 	if !set["n"] && !set["duration"] {
 		o.Requests = 100
@@ -225,7 +237,7 @@ func (c *benchCommand) run(ctx context.Context, env Env) int {
 // function that releases it; on failure a nil driver and the exit status.
 func (c *benchCommand) driver(ctx context.Context, env Env) (loadgen.Driver, string, func(), int) {
 	if c.url == "" {
-		o, stop, status := env.benchOrchestrator(ctx, c.config, c.model)
+		o, stop, status := env.benchOrchestrator(ctx, c.config, c.model, c.turns)
 		if o == nil {
 			return nil, "", nil, status
 		}
@@ -262,10 +274,11 @@ func (c *benchCommand) print(w io.Writer, rep *loadgen.Report) error {
 }
 
 // benchOrchestrator builds and starts the orchestrator of config for an
-// in-process run, as say does, with the payload key serve would use. On
-// failure it returns a nil orchestrator and the exit status; else a
-// function that shuts it down.
-func (env Env) benchOrchestrator(ctx context.Context, config, model string) (*orchestrator.Orchestrator, func(), int) {
+// in-process run, as say does, with the payload key serve would use and,
+// with withTurns, turns on the CPU as serve shares it. On failure it
+// returns a nil orchestrator and the exit status; else a function that
+// shuts it down.
+func (env Env) benchOrchestrator(ctx context.Context, config, model string, withTurns bool) (*orchestrator.Orchestrator, func(), int) {
 	cfgs, err := env.loadPipelines([]string{config})
 	if err != nil {
 		printConfigError(env.Stderr, err)
@@ -281,7 +294,11 @@ func (env Env) benchOrchestrator(ctx context.Context, config, model string) (*or
 		fmt.Fprintf(env.Stderr, "omnistage bench: $%s: %v\n", keyfile.PayloadKeyEnv, err)
 		return nil, nil, ExitUsage
 	}
-	o, stop, err := env.startLocal(ctx, "bench", cfg, payload.NewCodec([]byte(key)), slog.LevelWarn)
+	var sched *turns.Scheduler
+	if withTurns {
+		sched = turns.NewDefault()
+	}
+	o, stop, err := env.startLocal(ctx, "bench", cfg, payload.NewCodec([]byte(key)), slog.LevelWarn, sched)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage bench: %v\n", err)
 		return nil, nil, ExitFailure

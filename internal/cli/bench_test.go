@@ -84,7 +84,8 @@ func decodeReport(t *testing.T, stdout string) loadgen.Report {
 	if err := json.Unmarshal([]byte(stdout), &keys); err != nil {
 		t.Fatalf("bench --json printed no JSON object: %v\n%s", err, stdout)
 	}
-	want := []string{"aborted", "audio_seconds", "audio_seconds_per_second", "duration_s", "errors", "latency_ms", "leaks", "ok", "requests", "rps", "rtf", "ttfa_ms"}
+	want := []string{"aborted", "audio_seconds", "audio_seconds_per_second", "duration_s", "errors", "latency_ms", "leaks", "ok", "requests", "rps", "rtf", "ttfa_ms", "underruns"}
+	slices.Sort(want)
 	if got := slices.Sorted(maps.Keys(keys)); !slices.Equal(got, want) {
 		t.Errorf("keys %v, want %v", got, want)
 	}
@@ -112,6 +113,9 @@ func checkConsistent(t *testing.T, rep loadgen.Report) {
 		if !(0 <= p.P50 && p.P50 <= p.P90 && p.P90 <= p.P99 && p.P99 <= p.Max) {
 			t.Errorf("%s out of order: %+v", name, p)
 		}
+	}
+	if u := rep.Underruns; u.Events < u.Requests || u.Requests > rep.OK+rep.Aborted || u.MaxStallMs > u.StallMs || (u.Events == 0) != (u.StallMs == 0) {
+		t.Errorf("underruns inconsistent: %+v", u)
 	}
 	if rep.OK > 0 && (rep.LatencyMs.Max <= 0 || rep.TTFAMs.P50 > rep.LatencyMs.Max || rep.RTF <= 0 || rep.RPS <= 0 || rep.AudioSecondsPerSecond <= 0) {
 		t.Errorf("a run with ok requests reports %+v", rep)
@@ -183,18 +187,20 @@ func TestBenchReusedIDs(t *testing.T) {
 func TestBenchInProcess(t *testing.T) {
 	noLeaks(t)
 	cfg := writeConfig(t, tonePipeline)
-	stdout, stderr, code := runBench(t, toneEngines(nil), "--config", cfg, "-n", "30", "-c", "3", "--abort-ratio", "0.5", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	rep := decodeReport(t, stdout)
-	checkConsistent(t, rep)
-	checkNoErrors(t, rep)
-	if rep.Requests != 30 || rep.Aborted == 0 || rep.OK == 0 {
-		t.Errorf("%d requests, %d ok, %d aborted", rep.Requests, rep.OK, rep.Aborted)
-	}
-	if !strings.Contains(stderr, "pipeline tone in process") {
-		t.Errorf("stderr: %s", stderr)
+	for _, turns := range []string{"--turns=true", "--turns=false"} {
+		stdout, stderr, code := runBench(t, toneEngines(nil), "--config", cfg, "-n", "30", "-c", "3", "--abort-ratio", "0.5", "--json", turns)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", turns, code, stderr)
+		}
+		rep := decodeReport(t, stdout)
+		checkConsistent(t, rep)
+		checkNoErrors(t, rep)
+		if rep.Requests != 30 || rep.Aborted == 0 || rep.OK == 0 {
+			t.Errorf("%s: %d requests, %d ok, %d aborted", turns, rep.Requests, rep.OK, rep.Aborted)
+		}
+		if !strings.Contains(stderr, "pipeline tone in process") {
+			t.Errorf("%s: stderr: %s", turns, stderr)
+		}
 	}
 }
 
@@ -342,6 +348,7 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--url", "127.0.0.1:1"}, "want http://HOST:PORT"},
 		{[]string{"--config", "builtin:tts", "--model", "m"}, "--model: no pipeline m among those served (tts)"},
 		{[]string{"--config", "builtin:tts", "--api-key-file", "k"}, "--api-key-file goes with --url"},
+		{[]string{"--url", "http://127.0.0.1:1", "--turns=false"}, "--turns goes with --config"},
 		{[]string{"--url", "http://127.0.0.1:1", "extra"}, `unexpected argument "extra"`},
 	}
 	for _, tc := range cases {
@@ -370,7 +377,7 @@ func TestBenchHelpDocumentsEveryKey(t *testing.T) {
 			t.Errorf("bench -h does not document the key %q", k)
 		}
 	}
-	for _, k := range []string{"inflight", "bindings", "bindings_by_stage", "p50", "p90", "p99", "max"} {
+	for _, k := range []string{"inflight", "bindings", "bindings_by_stage", "p50", "p90", "p99", "max", "events", "stall_ms", "max_stall_ms"} {
 		if !strings.Contains(stderr, k) {
 			t.Errorf("bench -h does not document %q", k)
 		}

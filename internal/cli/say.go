@@ -25,6 +25,7 @@ import (
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/telemetry"
+	"github.com/omnistage/omnistage/internal/turns"
 )
 
 // MaxSayInput bounds the text `say` reads from standard input.
@@ -122,7 +123,7 @@ func talkerFlags(voice string, speed float64) talker.Params {
 
 // run speaks the text and writes the outputs.
 func (c *sayCommand) run(ctx context.Context, env Env) int {
-	o, stop, err := env.startLocal(ctx, "say", c.cfg, payload.NewCodec(nil), c.logLevel)
+	o, stop, err := env.startLocal(ctx, "say", c.cfg, payload.NewCodec(nil), c.logLevel, nil)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
 		return ExitFailure
@@ -272,15 +273,17 @@ func writeAudio(env Env, path, format string, a *engine.Audio) error {
 }
 
 // startLocal builds and starts an orchestrator for cfg in this process,
-// logging at level to stderr, and returns it with the function that shuts
-// it down (its failure reported as command's).
-func (env Env) startLocal(ctx context.Context, command string, cfg *pipeline.Config, codec *payload.Codec, level slog.Level) (*orchestrator.Orchestrator, func(), error) {
+// logging at level to stderr, its requests taking turns on the CPU from
+// sched when not nil, and returns it with the function that shuts it
+// down (its failure reported as command's).
+func (env Env) startLocal(ctx context.Context, command string, cfg *pipeline.Config, codec *payload.Codec, level slog.Level, sched *turns.Scheduler) (*orchestrator.Orchestrator, func(), error) {
 	tracing, stopTracing, err := env.startTracing(ctx, command, command)
 	if err != nil {
 		return nil, nil, err
 	}
 	opts := env.orchestratorOptions(cfg, codec, tracing.TracerProvider())
 	opts.Logger = slog.New(telemetry.LogHandler(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})))
+	opts.Turns = sched
 	o, err := orchestrator.New(cfg, opts)
 	if err != nil {
 		stopTracing()

@@ -18,7 +18,7 @@ import (
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
-const serveSynopsis = "serve [--config F ...] [--default-model NAME] [--start-partial] [--addr 127.0.0.1:8080] [--stage N [--pipeline NAME]] [--payload-key-file F ...] [--payload-lifetime D] [--insecure] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--allowed-hosts H] [--hop-min-input-rate B] [--hop-input-window D] [--hop-max-duration D] [--wyoming ADDR [--wyoming-insecure]] [--log-level L]"
+const serveSynopsis = "serve [--config F ...] [--default-model NAME] [--start-partial] [--addr 127.0.0.1:8080] [--stage N [--pipeline NAME]] [--payload-key-file F ...] [--payload-lifetime D] [--insecure] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--allowed-hosts H] [--hop-min-input-rate B] [--hop-input-window D] [--hop-max-duration D] [--wyoming ADDR [--wyoming-insecure]] [--turns=false] [--log-level L]"
 
 // serveFlags are serve's command line, parsed and checked.
 type serveFlags struct {
@@ -42,6 +42,7 @@ type serveFlags struct {
 	corsOrigins     []string
 	allowedHosts    []string
 	logLevel        slog.Level
+	turns           bool // share the CPU among requests by playback deadline
 	wyoming         wyomingFlags
 	hop             hopLimitFlags
 }
@@ -72,6 +73,7 @@ func parseServeFlags(env Env, args []string) (f *serveFlags, status int, ok bool
 	fs.IntVar(&f.maxConns, "max-conns", api.DefaultMaxConns, "connections open at once; past it, a new one takes the place of the one silent (else idle) the longest, never of one whose request has begun to arrive, and waits while none may go; near it, answers close their connections")
 	corsOrigins := fs.String("cors-origins", "", "comma-separated web origins whose pages may call the API from a browser (https://app.example.com), or * for any; the server also answers to their hosts; default none")
 	allowedHosts := fs.String("allowed-hosts", "", "comma-separated host names the server answers to besides its addresses, localhost, its host name and --addr's: names (stage-1.example.com), .example.com or *.example.com for a domain's, or * for any; a request naming another host is refused (403 forbidden_host), which keeps rebound DNS names out")
+	fs.BoolVar(&f.turns, "turns", true, "share the CPU among the requests of every pipeline by playback deadline: a request that has not spoken yet goes ahead of others' later sentences (false: every unit of work at once)")
 	f.wyoming.register(fs)
 	f.hop.register(fs)
 	logLevel := fs.String("log-level", defaultLevel, "log level: debug, info, warn or error")

@@ -21,6 +21,7 @@ import (
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/telemetry"
+	"github.com/omnistage/omnistage/internal/turns"
 )
 
 // serverSpec is what a role of serve runs.
@@ -74,13 +75,19 @@ func (env Env) startServer(ctx context.Context, s serverSpec) (*server, int) {
 	// server) and the memory trimmer; each has its own stages, limits,
 	// metrics (labelled with its name) and log lines.
 	requests := orchestrator.NewRequests()
+	// They share the CPU too: one scheduler gives the units of work of
+	// every pipeline their turns.
+	var sched *turns.Scheduler
+	if s.flags.turns {
+		sched = turns.NewDefault()
+	}
 	for _, cfg := range s.cfgs {
 		// Remote stages sign their hops with this server's key; worker
 		// processes write their output where this server does.
 		orchOpts := env.orchestratorOptions(cfg, rt.codec, tracing.TracerProvider())
 		orchOpts.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"pipeline": cfg.Pipeline.Name}, reg)
 		orchOpts.Logger = rt.log.With("pipeline", cfg.Pipeline.Name)
-		orchOpts.Idle, orchOpts.Stages, orchOpts.Requests = trim, s.stages, requests
+		orchOpts.Idle, orchOpts.Stages, orchOpts.Requests, orchOpts.Turns = trim, s.stages, requests, sched
 		o, err := orchestrator.New(cfg, orchOpts)
 		if err != nil {
 			rt.shutdown()

@@ -27,11 +27,11 @@ func TestRealVocoderInWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const inproc = "- {id: 1, replicas: 1, max_inflight: 2}"
+	const inproc = "- {id: 1, replicas: 1, max_inflight: 64}"
 	if !strings.Contains(string(yaml), inproc) {
 		t.Fatalf("the built-in tts pipeline no longer deploys its vocoder as %q", inproc)
 	}
-	procYAML := strings.Replace(string(yaml), inproc, "- {id: 1, replicas: 1, max_inflight: 2, placement: process}", 1)
+	procYAML := strings.Replace(string(yaml), inproc, "- {id: 1, replicas: 1, max_inflight: 64, placement: process}", 1)
 
 	req := orchestrator.Request{
 		Prompt:     engine.Prompt{Text: "The vocoder runs in a process of its own. The talker runs here."},
