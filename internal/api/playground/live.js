@@ -59,17 +59,7 @@
       this.units = kit.codeUnits(this.text);
     }
 
-    addWords(words) {
-      const n = this.units.length - 1;
-      for (const w of words) {
-        if (!(w.char_start >= 0 && w.char_start < w.char_end && w.char_end <= n)) continue;
-        const start = this.units[w.char_start];
-        const end = this.units[w.char_end];
-        this.words.push({ start, end, text: this.text.slice(start, end), startMs: w.start_ms, endMs: w.end_ms });
-      }
-      this.words.sort((a, b) => a.start - b.start);
-      test.words = this.words.length;
-    }
+    addWords(words) { kit.addWords(this, words); }
   }
 
   function config(model) {

@@ -359,19 +359,7 @@
       this.odd = null; // a byte left over from a delta of odd length
     }
 
-    // addWords adds one sentence's timestamps, keeping those whose span
-    // lies in the text.
-    addWords(words) {
-      const n = this.units.length - 1;
-      for (const w of words) {
-        if (!(w.char_start >= 0 && w.char_start < w.char_end && w.char_end <= n)) continue;
-        const start = this.units[w.char_start];
-        const end = this.units[w.char_end];
-        this.words.push({ start, end, text: this.text.slice(start, end), startMs: w.start_ms, endMs: w.end_ms });
-      }
-      this.words.sort((a, b) => a.start - b.start);
-      test.words = this.words.length;
-    }
+    addWords(words) { addWords(this, words); }
 
     // addAudio decodes one base64 delta of 16-bit little-endian PCM.
     addAudio(b64) {
@@ -830,9 +818,24 @@
 
   setup();
 
+  // addWords adds timestamps to req (a request or a live utterance: its
+  // text, its code units' offsets and its words), keeping those whose span
+  // lies in the text, in the text's order.
+  function addWords(req, words) {
+    const n = req.units.length - 1;
+    for (const w of words) {
+      if (!(w.char_start >= 0 && w.char_start < w.char_end && w.char_end <= n)) continue;
+      const start = req.units[w.char_start];
+      const end = req.units[w.char_end];
+      req.words.push({ start, end, text: req.text.slice(start, end), startMs: w.start_ms, endMs: w.end_ms });
+    }
+    req.words.sort((a, b) => a.start - b.start);
+    test.words = req.words.length;
+  }
+
   // The page's parts that live mode (live.js) uses too.
   window.omnistageKit = {
-    test, audio, status, clearError, showError, report, codeUnits, Playback, ms,
+    test, audio, status, clearError, showError, report, codeUnits, Playback, ms, addWords,
     apiKey: () => apiKey,
     // model loads the chosen model if it is not loaded with the current
     // key, and returns its name, or '' when a later load replaced it.
