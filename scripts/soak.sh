@@ -10,21 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${SOAK_DURATION:-30m}
 out=${SOAK_OUT:-soak-result.txt}
-bin=bin/omnistage
-go build -o "$bin" ./cmd/omnistage
-
-log=$(mktemp)
-"$bin" serve --addr 127.0.0.1:0 2>"$log" &
-server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
-addr=""
-for _ in $(seq 600); do
-	addr=$(grep -o '"addr":"[0-9.:]*"' "$log" | head -1 | cut -d'"' -f4) || true
-	[ -n "$addr" ] && break
-	sleep 0.1
-done
-[ -n "$addr" ] || { echo "soak: the server did not start:" >&2; cat "$log" >&2; exit 1; }
-until curl -sf "http://$addr/ready" >/dev/null; do sleep 0.2; done
+# shellcheck source=scripts/serve-lib.sh
+. scripts/serve-lib.sh
+start_server soak
 
 rss=$(mktemp)
 (
