@@ -4,7 +4,6 @@ package apijson
 // text.
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 
@@ -22,12 +21,11 @@ func DurationMs(n, rate int) int {
 
 // WAV returns a as a complete WAV file in JSON.
 func WAV(a *engine.Audio) (*Audio, error) {
-	var b bytes.Buffer
-	b.Grow(audio.WAVHeaderLen + 2*len(a.Samples))
-	if err := audio.WriteWAV(&b, a); err != nil {
+	b, err := audio.AppendWAV(nil, a)
+	if err != nil {
 		return nil, err
 	}
-	return &Audio{Format: FormatWAV, SampleRate: a.SampleRate, DurationMs: DurationMs(len(a.Samples), a.SampleRate), Data: b.Bytes()}, nil
+	return &Audio{Format: FormatWAV, SampleRate: a.SampleRate, DurationMs: DurationMs(len(a.Samples), a.SampleRate), Data: b}, nil
 }
 
 // Render turns one whole output, kind's chunks, into its JSON form by what

@@ -1,12 +1,19 @@
 package audio
 
-// 16-bit little-endian PCM to and from samples.
+// 16-bit little-endian PCM to and from samples. On a little-endian host
+// samples already are their PCM bytes, so both directions are one memmove;
+// a big-endian host converts sample by sample. Both paths are always
+// compiled, and the tests run the portable one on every host.
 
 import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"unsafe"
 )
+
+// nativeLE reports whether the host stores numbers little-endian.
+var nativeLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // PCMBytes encodes samples as 16-bit little-endian PCM, the body of a WAV
 // file and of a raw "pcm" response.
@@ -16,6 +23,13 @@ func PCMBytes(samples []int16) []byte {
 
 // AppendPCMBytes appends samples to dst as 16-bit little-endian PCM.
 func AppendPCMBytes(dst []byte, samples []int16) []byte {
+	if nativeLE {
+		return append(dst, sampleBytes(samples)...)
+	}
+	return appendPCMBytesPortable(dst, samples)
+}
+
+func appendPCMBytesPortable(dst []byte, samples []int16) []byte {
 	n := len(dst)
 	dst = slices.Grow(dst, 2*len(samples))[:n+2*len(samples)]
 	b := dst[n:]
@@ -39,9 +53,21 @@ func AppendPCMSamples(dst []int16, b []byte) ([]int16, error) {
 	}
 	n := len(dst)
 	dst = slices.Grow(dst, len(b)/2)[:n+len(b)/2]
-	s := dst[n:]
+	if nativeLE {
+		copy(sampleBytes(dst[n:]), b)
+	} else {
+		pcmSamplesPortable(dst[n:], b)
+	}
+	return dst, nil
+}
+
+func pcmSamplesPortable(s []int16, b []byte) {
 	for i := range s {
 		s[i] = int16(binary.LittleEndian.Uint16(b[2*i:]))
 	}
-	return dst, nil
+}
+
+// sampleBytes returns the memory of s as bytes.
+func sampleBytes(s []int16) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 2*len(s))
 }

@@ -45,3 +45,23 @@ func BenchmarkAppendPCMBytes(b *testing.B) {
 		dst = AppendPCMBytes(dst[:0], s)
 	}
 }
+
+// TestPCMPortable checks the little-endian fast paths against the portable
+// ones, which big-endian hosts use.
+func TestPCMPortable(t *testing.T) {
+	all := speechNoise(16000, 0.1, -6, 3)
+	all = append(all, 0, 1, -1, 32767, -32768)
+	for _, n := range []int{0, 1, len(all)} {
+		s := all[:n]
+		fast, portable := AppendPCMBytes([]byte{9}, s), appendPCMBytesPortable([]byte{9}, s)
+		if !bytes.Equal(fast, portable) || len(fast) != 1+2*n {
+			t.Fatalf("%d samples: fast and portable encodings differ", n)
+		}
+		back := make([]int16, n)
+		pcmSamplesPortable(back, fast[1:])
+		got, err := AppendPCMSamples([]int16{7}, fast[1:])
+		if err != nil || !slices.Equal(back, s) || !slices.Equal(got[1:], s) || got[0] != 7 {
+			t.Fatalf("%d samples do not round trip (%v)", n, err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
@@ -57,14 +58,8 @@ func AppendWAVHeader(dst []byte, sampleRate int, dataLen uint32) []byte {
 
 // WriteWAV writes a as a complete 16-bit mono PCM WAV file.
 func WriteWAV(w io.Writer, a *engine.Audio) error {
-	if a == nil {
-		return errors.New("wav: nil audio")
-	}
-	if a.SampleRate <= 0 {
-		return fmt.Errorf("wav: sample rate %d Hz", a.SampleRate)
-	}
-	if uint64(len(a.Samples))*2 > uint64(maxDataLen) {
-		return fmt.Errorf("wav: %d samples are too long for a WAV file", len(a.Samples))
+	if err := checkWAV(a); err != nil {
+		return err
 	}
 	const block = 8192 // samples written per Write
 	buf := make([]byte, 0, WAVHeaderLen+2*min(block, len(a.Samples)))
@@ -82,6 +77,30 @@ func WriteWAV(w io.Writer, a *engine.Audio) error {
 		}
 		buf = buf[:0]
 	}
+}
+
+// AppendWAV appends a to dst as a complete 16-bit mono PCM WAV file.
+func AppendWAV(dst []byte, a *engine.Audio) ([]byte, error) {
+	if err := checkWAV(a); err != nil {
+		return dst, err
+	}
+	dst = slices.Grow(dst, WAVHeaderLen+2*len(a.Samples))
+	dst = AppendWAVHeader(dst, a.SampleRate, uint32(2*len(a.Samples)))
+	return AppendPCMBytes(dst, a.Samples), nil
+}
+
+// checkWAV reports why a cannot be a WAV file, if it cannot.
+func checkWAV(a *engine.Audio) error {
+	if a == nil {
+		return errors.New("wav: nil audio")
+	}
+	if a.SampleRate <= 0 {
+		return fmt.Errorf("wav: sample rate %d Hz", a.SampleRate)
+	}
+	if uint64(len(a.Samples))*2 > uint64(maxDataLen) {
+		return fmt.Errorf("wav: %d samples are too long for a WAV file", len(a.Samples))
+	}
+	return nil
 }
 
 // ReadWAV reads a 16-bit mono PCM WAV file, or a WAV stream whose data

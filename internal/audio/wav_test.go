@@ -84,6 +84,9 @@ func TestWriteWAVMatchesGoAudio(t *testing.T) {
 		if !bytes.Equal(ours.Bytes(), theirs) {
 			t.Errorf("%d samples: WriteWAV differs from go-audio's encoder at byte %d", n, firstByteDiff(ours.Bytes(), theirs))
 		}
+		if appended, err := AppendWAV([]byte("x"), a); err != nil || !bytes.Equal(appended[1:], theirs) || appended[0] != 'x' {
+			t.Errorf("%d samples: AppendWAV differs from go-audio's encoder (%v)", n, err)
+		}
 
 		dec := wav.NewDecoder(bytes.NewReader(ours.Bytes()))
 		pcm, err := dec.FullPCMBuffer()
@@ -266,6 +269,9 @@ func TestWriteWAVErrors(t *testing.T) {
 				t.Errorf("WriteWAV = %v, want %q", err, tt.want)
 			}
 		})
+	}
+	if _, err := AppendWAV(nil, &engine.Audio{}); err == nil || err.Error() != "wav: sample rate 0 Hz" {
+		t.Errorf("AppendWAV of a rate 0 = %v", err)
 	}
 	if err := WriteWAV(failWriter{}, &engine.Audio{SampleRate: 8000}); !errors.Is(err, errDiskFull) {
 		t.Errorf("WriteWAV error %v does not wrap the writer's", err)

@@ -4,7 +4,7 @@ package payload
 // segment times and pitch targets) travel as bin values of little-endian
 // elements. On a little-endian host a slice already is its wire form, so it
 // is copied as bytes (one memmove each way); a big-endian host converts
-// element by element. Both paths are always compiled, and the tests run the
+// element by element. Samples are 16-bit PCM, converted by package audio. Both paths are always compiled, and the tests run the
 // portable one on every host. A reader that owns its input (reader.own)
 // reads them in place instead, on a little-endian host.
 
@@ -13,29 +13,16 @@ import (
 	"encoding/binary"
 	"math"
 	"unsafe"
+
+	"github.com/omnistage/omnistage/internal/audio"
 )
 
 // nativeLE reports whether the host stores numbers little-endian.
 var nativeLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-// bytesOf returns the memory of s as bytes; s must not hold pointers.
-func bytesOf[E int16 | float32](s []E) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
-}
-
-// appendInt16s appends s as little-endian int16s.
-func appendInt16s(b []byte, s []int16) []byte {
-	if nativeLE {
-		return append(b, bytesOf(s)...)
-	}
-	return appendInt16sPortable(b, s)
-}
-
-func appendInt16sPortable(b []byte, s []int16) []byte {
-	for _, v := range s {
-		b = binary.LittleEndian.AppendUint16(b, uint16(v))
-	}
-	return b
+// bytesOf returns the memory of s as bytes.
+func bytesOf(s []float32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 4*len(s))
 }
 
 // appendFloat32s appends s as little-endian IEEE 754 float32s.
@@ -87,19 +74,8 @@ func bytesKept(r *reader, b []byte) []byte {
 // int16sFrom returns the little-endian int16s of b, whose length is even,
 // in a new slice.
 func int16sFrom(b []byte) []int16 {
-	s := make([]int16, len(b)/2)
-	if nativeLE {
-		copy(bytesOf(s), b)
-	} else {
-		int16sPortable(s, b)
-	}
+	s, _ := audio.AppendPCMSamples(make([]int16, 0, len(b)/2), b)
 	return s
-}
-
-func int16sPortable(s []int16, b []byte) {
-	for i := range s {
-		s[i] = int16(binary.LittleEndian.Uint16(b[2*i:]))
-	}
 }
 
 // float32sFrom returns the little-endian float32s of b, whose length is a

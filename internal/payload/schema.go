@@ -14,6 +14,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
 )
 
@@ -360,7 +361,7 @@ var (
 		typ: "bin of int16",
 		write: func(w *writer, s *[]int16) {
 			w.binLen(2 * len(*s))
-			w.b = appendInt16s(w.b, *s)
+			w.b = audio.AppendPCMBytes(w.b, *s)
 		},
 		read: func(r *reader, s *[]int16) error {
 			*s = nil
