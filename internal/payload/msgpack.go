@@ -142,6 +142,22 @@ func (e *wireError) Error() string {
 	return e.path + ": " + e.msg
 }
 
+// undecodable turns an error of decodeMap into an *Error, CodeMissingField
+// or CodeUndecodable; what names the bytes in the message ("payload").
+func undecodable(what string, err error) *Error {
+	var we *wireError
+	if !errors.As(err, &we) {
+		we = &wireError{msg: err.Error()}
+	}
+	switch {
+	case we.missing:
+		return newError(CodeMissingField, "%s has no %s field", what, we.path)
+	case we.path == "":
+		return newError(CodeUndecodable, "%s does not decode: %s", what, we.msg)
+	}
+	return newError(CodeUndecodable, "%s does not decode: %s: %s", what, we.path, we.msg)
+}
+
 // at prefixes the path of err with name (a field name or "[i]").
 func at(name string, err error) error {
 	var we *wireError

@@ -9,7 +9,6 @@ package payload
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"maps"
 	"math/bits"
 	"slices"
@@ -521,22 +520,6 @@ func readMap[T any](s *schema[T], r *reader, t *T) error {
 		return wireErrorf("extra data after the %s (%d bytes)", s.name, len(r.b))
 	}
 	return nil
-}
-
-// undecodable turns an error of decodeMap into an *Error, CodeMissingField
-// or CodeUndecodable; what names the bytes in the message ("payload").
-func undecodable(what string, err error) *Error {
-	var we *wireError
-	if !errors.As(err, &we) {
-		we = &wireError{msg: err.Error()}
-	}
-	switch {
-	case we.missing:
-		return newError(CodeMissingField, "%s has no %s field", what, we.path)
-	case we.path == "":
-		return newError(CodeUndecodable, "%s does not decode: %s", what, we.msg)
-	}
-	return newError(CodeUndecodable, "%s does not decode: %s: %s", what, we.path, we.msg)
 }
 
 // firstEmpty returns the name of the first field of s that must not be
