@@ -21,6 +21,7 @@ import (
 	"github.com/omnistage/omnistage/internal/placement/process"
 	"github.com/omnistage/omnistage/internal/placement/remote"
 	"github.com/omnistage/omnistage/internal/telemetry"
+	"github.com/omnistage/omnistage/internal/turns"
 )
 
 // Env is what a command runs with.
@@ -50,15 +51,23 @@ func (env Env) registry() *engine.Registry {
 // orchestratorOptions are the options of an orchestrator for cfg: env's
 // engines, and the placements that run stages in worker processes (whose
 // output goes to env's stderr) and on stage servers (whose hops codec
-// signs), all traced by tp (nil: not traced).
-func (env Env) orchestratorOptions(cfg *pipeline.Config, codec *payload.Codec, tp trace.TracerProvider) orchestrator.Options {
+// signs), all traced by tp (nil: not traced). Its requests take turns on
+// the CPU from sched, and so do its workers' (each from a scheduler of
+// its own); a nil sched runs every unit of work at once, here and in the
+// workers.
+func (env Env) orchestratorOptions(cfg *pipeline.Config, codec *payload.Codec, tp trace.TracerProvider, sched *turns.Scheduler) orchestrator.Options {
+	var workerFlags []string
+	if sched == nil {
+		workerFlags = []string{"--turns=false"}
+	}
 	return orchestrator.Options{
 		Registry: env.registry(),
 		Placements: map[pipeline.Placement]orchestrator.Placement{
 			pipeline.PlacementRemote:  &remote.Placement{Pipeline: cfg, Codec: codec, TracerProvider: tp},
-			pipeline.PlacementProcess: &process.Placement{Pipeline: cfg, Stderr: env.Stderr, TracerProvider: tp},
+			pipeline.PlacementProcess: &process.Placement{Pipeline: cfg, Flags: workerFlags, Stderr: env.Stderr, TracerProvider: tp},
 		},
 		TracerProvider: tp,
+		Turns:          sched,
 	}
 }
 

@@ -281,9 +281,8 @@ func (env Env) startLocal(ctx context.Context, command string, cfg *pipeline.Con
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := env.orchestratorOptions(cfg, codec, tracing.TracerProvider())
+	opts := env.orchestratorOptions(cfg, codec, tracing.TracerProvider(), sched)
 	opts.Logger = slog.New(telemetry.LogHandler(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})))
-	opts.Turns = sched
 	o, err := orchestrator.New(cfg, opts)
 	if err != nil {
 		stopTracing()

@@ -84,10 +84,10 @@ func (env Env) startServer(ctx context.Context, s serverSpec) (*server, int) {
 	for _, cfg := range s.cfgs {
 		// Remote stages sign their hops with this server's key; worker
 		// processes write their output where this server does.
-		orchOpts := env.orchestratorOptions(cfg, rt.codec, tracing.TracerProvider())
+		orchOpts := env.orchestratorOptions(cfg, rt.codec, tracing.TracerProvider(), sched)
 		orchOpts.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"pipeline": cfg.Pipeline.Name}, reg)
 		orchOpts.Logger = rt.log.With("pipeline", cfg.Pipeline.Name)
-		orchOpts.Idle, orchOpts.Stages, orchOpts.Requests, orchOpts.Turns = trim, s.stages, requests, sched
+		orchOpts.Idle, orchOpts.Stages, orchOpts.Requests = trim, s.stages, requests
 		o, err := orchestrator.New(cfg, orchOpts)
 		if err != nil {
 			rt.shutdown()

@@ -63,6 +63,9 @@ type Placement struct {
 	// Executable is the program started as a worker; "" means this
 	// process's own executable.
 	Executable string
+	// Flags are added to each worker's command line (serve's flags, such
+	// as --turns=false).
+	Flags []string
 	// Stderr gets the workers' output, each line prefixed with the
 	// replica; nil means os.Stderr.
 	Stderr io.Writer
@@ -84,6 +87,6 @@ func (p *Placement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts po
 // New starts the worker of one replica of the stage spec describes and d
 // deploys (see Engine).
 func (p *Placement) New(spec engine.Spec, d *pipeline.DeployStage) (*Engine, error) {
-	return New(Config{Stage: spec, Pipeline: p.Pipeline, Executable: p.Executable, Stderr: p.Stderr,
+	return New(Config{Stage: spec, Pipeline: p.Pipeline, Executable: p.Executable, Flags: p.Flags, Stderr: p.Stderr,
 		Worker: d.Worker, Link: d.Link, TracerProvider: p.TracerProvider})
 }

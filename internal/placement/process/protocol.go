@@ -2,9 +2,10 @@ package process
 
 // The worker protocol, both sides. The parent starts
 //
-//	EXE serve --worker --stage N --config SOURCE --pipeline NAME --addr 127.0.0.1:0
+//	EXE serve --worker --stage N --config SOURCE --pipeline NAME --addr 127.0.0.1:0 [FLAGS]
 //
-// with two fresh random keys in the environment (never on the command
+// (FLAGS: the parent's choices the worker follows too, such as
+// --turns=false) with two fresh random keys in the environment (never on the command
 // line): keyfile.PayloadKeyEnv, which signs every hop between the two, and
 // APIKeyEnv, the bearer token the parent calls with. The child (see
 // ChildConfig, ChildAPIKey, WatchParent) builds one in-process replica of

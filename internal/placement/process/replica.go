@@ -38,6 +38,9 @@ type Config struct {
 	// Executable is the program started as the worker; "" means this
 	// process's own executable.
 	Executable string
+	// Flags are added to the worker's command line (serve's flags, such
+	// as --turns=false).
+	Flags []string
 	// Stderr gets the worker's output, each line prefixed with the
 	// replica's id; nil means os.Stderr.
 	Stderr io.Writer
@@ -125,7 +128,8 @@ func New(cfg Config) (*Engine, error) {
 		exited: make(chan struct{}), closing: make(chan struct{}),
 	}
 	e.alive, e.died = context.WithCancel(context.Background())
-	e.cmd = exec.Command(cfg.Executable, "serve", "--worker", "--stage", strconv.Itoa(spec.StageID), "--config", cfg.Pipeline.Source, "--pipeline", cfg.Pipeline.Pipeline.Name, "--addr", "127.0.0.1:0")
+	args := []string{"serve", "--worker", "--stage", strconv.Itoa(spec.StageID), "--config", cfg.Pipeline.Source, "--pipeline", cfg.Pipeline.Pipeline.Name, "--addr", "127.0.0.1:0"}
+	e.cmd = exec.Command(cfg.Executable, append(args, cfg.Flags...)...)
 	// A later entry wins over one inherited with the same name.
 	e.cmd.Env = append(os.Environ(), keyfile.PayloadKeyEnv+"="+hexKey, APIKeyEnv+"="+apiKey)
 	e.cmd.SysProcAttr = subprocess.SysProcAttr()

@@ -564,3 +564,30 @@ func TestWorkerRefusesOthers(t *testing.T) {
 		t.Errorf("parent's request: %v", r.err)
 	}
 }
+
+// TestWorkerFlags starts a worker with flags of its parent's: they end its
+// command line, and serve parses them (an unknown one stops the worker
+// before it announces).
+func TestWorkerFlags(t *testing.T) {
+	cfg := writeConfig(t, textConfig("process"))
+	_, spec := cfg.StageSpec(1, 0)
+	e, err := process.New(process.Config{Stage: spec, Pipeline: cfg, Flags: []string{"--turns=false"}, Stderr: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", e.Pid()))
+	if err := errors.Join(err, e.Close()); err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00"); args[len(args)-1] != "--turns=false" {
+		t.Errorf("worker's command line %q does not end in --turns=false", args)
+	}
+	var out testkit.SyncBuffer
+	if e, err := process.New(process.Config{Stage: spec, Pipeline: cfg, Flags: []string{"--no-such-flag"}, Stderr: &out}); err == nil {
+		_ = e.Close()
+		t.Fatal("a worker with an unknown flag started")
+	}
+	if !strings.Contains(out.String(), "no-such-flag") {
+		t.Errorf("the worker's output %q does not name the unknown flag", out.String())
+	}
+}
