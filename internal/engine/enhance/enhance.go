@@ -269,7 +269,8 @@ func (s *stream) chunk(i int, c engine.Chunk) (*engine.Audio, error) {
 		samples = s.rs.Process(samples)
 	}
 	s.level(samples)
-	return &engine.Audio{SampleRate: s.cfg.rate, Samples: samples}, nil
+	// A sentence's end mark stays one, for an aligner downstream.
+	return &engine.Audio{SampleRate: s.cfg.rate, Samples: samples, EndOfSentence: a.EndOfSentence}, nil
 }
 
 // flush returns the resampler's tail, or nil.

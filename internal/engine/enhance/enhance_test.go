@@ -156,6 +156,32 @@ func TestProcessResamples(t *testing.T) {
 	}
 }
 
+// TestProcessKeepsMarks: a sentence's end mark (and a span) comes out
+// where it went in, without samples, resampled and normalized or not.
+func TestProcessKeepsMarks(t *testing.T) {
+	x := speech(16000, 0.5, -20, 3)
+	span := &engine.Span{Start: 0, End: 3, Text: "Hi."}
+	in := []engine.Chunk{
+		{Audio: &engine.Audio{SampleRate: 16000, Samples: slices.Clone(x[:4000])}, Span: span},
+		{Audio: &engine.Audio{SampleRate: 16000, EndOfSentence: true}},
+		{Audio: &engine.Audio{SampleRate: 16000, Samples: slices.Clone(x[4000:])}},
+		{Audio: &engine.Audio{SampleRate: 16000, EndOfSentence: true}},
+	}
+	for _, opts := range []engine.Options{{"normalize": false}, {"sample_rate": 16000}, {}} {
+		out, err := run(t, newTestEnhancer(t, opts), "", in...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range in {
+			got := out[i].Audio
+			if got.EndOfSentence != c.Audio.EndOfSentence || (got.EndOfSentence && len(got.Samples) > 0) || out[i].Span != c.Span {
+				t.Errorf("%v: chunk %d: mark %v with %d samples, span %v; want mark %v, span %v",
+					opts, i, got.EndOfSentence, len(got.Samples), out[i].Span, c.Audio.EndOfSentence, c.Span)
+			}
+		}
+	}
+}
+
 func TestProcessNormalizes(t *testing.T) {
 	e := newTestEnhancer(t, nil)
 	// Leading silence, a breath too quiet to be speech, a sentence at

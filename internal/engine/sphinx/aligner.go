@@ -269,20 +269,22 @@ func (a *Aligner) CheckParams(params json.RawMessage) error {
 //
 // # As the audio arrives
 //
-// Audio at 16 kHz is aligned as it arrives. Its head, the start of the
-// first sentence, is decoded block by block (streamBlock samples at a
-// time from its start, whatever chunks it comes in) until the decoder
-// settles the first words, which are sent at once: about 0.4 s into the
-// audio, while the rest of the sentence is still being synthesized. Then,
-// as each sentence's end mark comes (a vocoder's
-// engine.Audio.EndOfSentence), the sentence is aligned as an utterance of
-// its own and its words not sent yet are sent, in one chunk, timed from
-// the start of the whole audio: an error in one sentence's alignment
+// Audio is aligned as it arrives, brought to 16 kHz first when it comes
+// at another rate (the resampler adds no delay; it only holds the last
+// few samples back until the next chunk, which then cross to the next
+// sentence, in its leading silence). Its head, the start of the first
+// sentence, is decoded block by block (streamBlock samples at a time from
+// its start, whatever chunks it comes in) until the decoder settles the
+// first words, which are sent at once: about 0.4 s into the audio, while
+// the rest of the sentence is still being synthesized. Then, as each
+// sentence's end mark comes (a vocoder's engine.Audio.EndOfSentence,
+// which the enhance stage keeps), the sentence is aligned as an utterance
+// of its own and its words not sent yet are sent, in one chunk, timed
+// from the start of the whole audio: an error in one sentence's alignment
 // cannot drift into the next. When the audio ends with sentences of the
 // transcript left that had no mark, their words are aligned together on
-// the audio after the last mark. Audio at another rate is aligned whole
-// once it has all come, in one chunk. See stream.go for what is sent
-// early and why.
+// the audio after the last mark. See stream.go for what is sent early and
+// why.
 //
 // # A streamed request
 //

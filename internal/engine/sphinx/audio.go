@@ -77,12 +77,15 @@ func (r *audioReader) next(ctx context.Context) (bool, error) {
 }
 
 // finish returns the whole audio at 16 kHz and its duration as it came in.
+// Resampled audio is cut to that duration: the resampler's last sample
+// may lie past it.
 func (r *audioReader) finish() ([]int16, int, error) {
 	if r.n == 0 {
 		return nil, 0, &engine.InputError{Reason: "no audio"}
 	}
 	if r.rs != nil {
 		r.pcm = r.rs.AppendFlush(r.pcm)
+		r.pcm = r.pcm[:min(len(r.pcm), int(int64(r.n)*decoderRate/int64(r.rate)))]
 	}
 	return r.pcm, int(int64(r.n) * 1000 / int64(r.rate)), nil
 }

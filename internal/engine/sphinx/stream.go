@@ -97,9 +97,8 @@ func (al *alignment) run(ctx context.Context) error {
 				return err
 			}
 		}
-		// Audio at another rate is aligned whole at the end, and audio
-		// past the transcript's last sentence is not aligned.
-		if al.in.rs != nil || al.done == len(al.groups) {
+		// Audio past the transcript's last sentence is not aligned.
+		if al.done == len(al.groups) {
 			continue
 		}
 		if !al.headOver {
@@ -161,7 +160,7 @@ func (al *alignment) endHead() {
 // end is what happens when the audio has ended.
 func (al *alignment) end(ctx context.Context) error {
 	al.endHead()
-	pcm, durMs, err := al.in.finish()
+	pcm, _, err := al.in.finish()
 	if err != nil {
 		return err
 	}
@@ -169,13 +168,6 @@ func (al *alignment) end(ctx context.Context) error {
 		if err := al.spoken.fallback(al); err != nil {
 			return err
 		}
-	}
-	if al.in.rs != nil {
-		aligned, err := al.a.align(ctx, al.words, pcm, durMs)
-		if err != nil {
-			return err
-		}
-		return al.send(ctx, timedWords{al.words, aligned})
 	}
 	if al.done == len(al.groups) {
 		return nil

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
 )
 
@@ -106,27 +107,34 @@ func speakSentences(t testing.TB, text, voice string) spoken {
 	return sp
 }
 
-// TestStreamedAccuracy aligns speech as the vocoder sends it, for every
-// voice, and checks the timestamps against flite's own.
+// TestStreamedAccuracy aligns speech as the vocoder sends it (and as the
+// enhance stage sends it at 24 kHz), for every voice, and checks the
+// timestamps against flite's own.
 func TestStreamedAccuracy(t *testing.T) {
 	a := sharedAligner(t)
 	for _, voice := range []string{"slt", "rms", "awb", "kal16"} {
 		t.Run(voice, func(t *testing.T) {
-			sum, n := 0.0, 0
+			var spoken []spoken
 			for _, text := range append([]string{committee}, sentences...) {
-				sp := speakSentences(t, text, voice)
-				got, err := run(context.Background(), a, text, sp.chunks()...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				mean := checkWords(t, got, sp.entries, sp.durMs)
-				sum += mean * float64(len(got))
-				n += len(got)
+				spoken = append(spoken, speakSentences(t, text, voice))
 			}
-			mean := sum / float64(n)
-			t.Logf("%s: mean boundary error %.1f ms over %d entries", voice, mean, n)
-			if mean > maxMeanErrorMs {
-				t.Errorf("%s: mean boundary error %.1f ms, want <= %d", voice, mean, maxMeanErrorMs)
+			for _, rate := range []int{decoderRate, 24000} {
+				sum, n := 0.0, 0
+				for i, text := range append([]string{committee}, sentences...) {
+					sp := spoken[i].at(t, rate)
+					got, err := run(context.Background(), a, text, sp.chunks()...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					mean := checkWords(t, got, sp.entries, sp.durMs)
+					sum += mean * float64(len(got))
+					n += len(got)
+				}
+				mean := sum / float64(n)
+				t.Logf("%s at %d Hz: mean boundary error %.1f ms over %d entries", voice, rate, mean, n)
+				if mean > maxMeanErrorMs {
+					t.Errorf("%s at %d Hz: mean boundary error %.1f ms, want <= %d", voice, rate, mean, maxMeanErrorMs)
+				}
 			}
 		})
 	}
@@ -149,8 +157,36 @@ func recvWords(t *testing.T, out chanSink, done chan error, what string) []engin
 	return nil
 }
 
+// at returns the speech at rate, resampled as one stream as an enhance
+// stage does it: each block's samples so far, the marks kept.
+func (s spoken) at(t testing.TB, rate int) spoken {
+	t.Helper()
+	if rate == decoderRate {
+		return s
+	}
+	rs, err := audio.NewResampler(decoderRate, rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := s
+	out.sentences = nil
+	for i, cs := range s.sentences {
+		var resampled []engine.Chunk
+		for _, c := range cs {
+			samples := rs.Process(c.Audio.Samples)
+			if i == len(s.sentences)-1 && c.Audio.EndOfSentence {
+				samples = rs.Flush() // the last mark comes after the tail
+			}
+			resampled = append(resampled, engine.Chunk{Audio: &engine.Audio{SampleRate: rate, Samples: samples, EndOfSentence: c.Audio.EndOfSentence}})
+		}
+		out.sentences = append(out.sentences, resampled)
+	}
+	return out
+}
+
 // TestStreamedSentences feeds the aligner speech a block at a time, as the
-// vocoder sends it, holding each block back until the words it settles
+// vocoder sends it (at 16 kHz, and resampled to 24 kHz as the enhance
+// stage sends it), holding each block back until the words it settles
 // have been sent. The first sentence's first words must come before its
 // last block, every sentence's words before the next sentence's first
 // block, and the timestamps must be those of the whole input given at
@@ -158,11 +194,27 @@ func recvWords(t *testing.T, out chanSink, done chan error, what string) []engin
 func TestStreamedSentences(t *testing.T) {
 	a := sharedAligner(t)
 	text := committee
-	sp := speakSentences(t, text, "slt")
-	want, err := run(context.Background(), a, text, sp.chunks()...)
-	if err != nil {
-		t.Fatal(err)
+	slt := speakSentences(t, text, "slt")
+	for _, rate := range []int{decoderRate, 24000} {
+		t.Run(fmt.Sprint(rate), func(t *testing.T) {
+			sp := slt.at(t, rate)
+			want, err := run(context.Background(), a, text, sp.chunks()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := feedBlocks(t, a, text, sp, rate)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("fed a block at a time:\n got %v\nwant %v", got, want)
+			}
+			mean := checkWords(t, got, sp.entries, sp.durMs)
+			t.Logf("mean boundary error %.1f ms over %d entries", mean, len(got))
+		})
 	}
+}
+
+// feedBlocks runs a on sp, audio at rate, a block at a time, and checks
+// when the timestamps come (see TestStreamedSentences).
+func feedBlocks(t *testing.T, a *Aligner, text string, sp spoken, rate int) []engine.Word {
 	in, out := make(chanSource), make(chanSink)
 	done := make(chan error, 1)
 	go func() {
@@ -178,7 +230,7 @@ func TestStreamedSentences(t *testing.T) {
 			// what it sent meanwhile.
 			for sent := false; !sent; {
 				select {
-				case in <- engine.Chunk{Audio: &engine.Audio{SampleRate: decoderRate}}:
+				case in <- engine.Chunk{Audio: &engine.Audio{SampleRate: rate}}:
 					sent = true
 				case c := <-out:
 					got = append(got, c.Words.Words...)
@@ -191,33 +243,30 @@ func TestStreamedSentences(t *testing.T) {
 		}
 		in <- blocks[len(blocks)-1]
 		in <- mark
-		for len(got) < sentenceEntries(sp, i) {
+		for len(got) < sentenceEntries(sp, i, rate) {
 			got = append(got, recvWords(t, out, done, fmt.Sprintf("sentence %d", i))...)
 		}
-		if len(got) != sentenceEntries(sp, i) {
-			t.Fatalf("sentence %d: %d entries so far, want %d", i, len(got), sentenceEntries(sp, i))
+		if len(got) != sentenceEntries(sp, i, rate) {
+			t.Fatalf("sentence %d: %d entries so far, want %d", i, len(got), sentenceEntries(sp, i, rate))
 		}
 	}
 	close(in)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("fed a block at a time:\n got %v\nwant %v", got, want)
-	}
-	mean := checkWords(t, got, sp.entries, sp.durMs)
-	t.Logf("mean boundary error %.1f ms over %d entries", mean, len(got))
+	return got
 }
 
-// sentenceEntries is how many entries the sentences up to i have.
-func sentenceEntries(sp spoken, i int) int {
+// sentenceEntries is how many entries the sentences up to i have, their
+// audio at rate.
+func sentenceEntries(sp spoken, i, rate int) int {
 	end := 0
 	for _, c := range sp.sentences[:i+1] {
 		for _, b := range c {
 			end += len(b.Audio.Samples)
 		}
 	}
-	endMs := end * 1000 / decoderRate
+	endMs := end * 1000 / rate
 	n := 0
 	for _, e := range sp.entries {
 		if e.StartMs < endMs {
