@@ -24,7 +24,7 @@ import (
 	"github.com/omnistage/omnistage/internal/turns"
 )
 
-const benchSynopsis = "bench (--url URL | --config F [--turns=false]) [-n N | --duration D] [-c C | --rate R] [--abort-ratio X] [--abort-mode M] [--reuse-ids K] [--texts F] [--json] [...]"
+const benchSynopsis = "bench (--url URL | --config F [--turns=false] [--timestamps]) [-n N | --duration D] [-c C | --rate R] [--abort-ratio X] [--abort-mode M] [--reuse-ids K] [--texts F] [--json] [...]"
 
 const benchHelp = `Loads a running server (--url) or a pipeline built in this process
 (--config F or builtin:NAME) with speech requests, then reports throughput,
@@ -33,8 +33,10 @@ by code, and a leak check. Over HTTP each request is POST /v1/audio/speech
 with response_format pcm and stream_format audio, so the first body byte is
 the first audio; in process it is the same request given to the
 orchestrator, whose requests take turns on the CPU by playback deadline as
-serve's do (--turns=false: every unit of work at once, to compare). The texts (--texts: one per line; else a built-in dozen of
-varied sentences and paragraphs) are spoken in turn.
+serve's do (--turns=false: every unit of work at once, to compare), and
+with --timestamps asks for word timestamps too (the latency then counts
+to the last of them). The texts (--texts: one per line; else a built-in
+dozen of varied sentences and paragraphs) are spoken in turn.
 
 Arrivals: -c C keeps C requests in flight (default 1); --rate R starts R
 requests per second whatever the server does, at most 1024 in flight, with
@@ -108,6 +110,7 @@ type benchCommand struct {
 	apiKeyFile string
 	asJSON     bool
 	turns      bool // in process: share the CPU by playback deadline
+	timestamps bool // in process: ask for word timestamps too
 	opts       loadgen.Options
 }
 
@@ -146,6 +149,7 @@ func parseBench(env Env, args []string) (c *benchCommand, status int, ok bool) {
 	fs.StringVar(&c.apiKeyFile, "api-key-file", "", "send the API key in `FILE` as a bearer token")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as one JSON object")
 	fs.BoolVar(&c.turns, "turns", true, "with --config: the pipeline's requests take turns on the CPU by playback deadline, as serve's do (false: every unit of work at once)")
+	fs.BoolVar(&c.timestamps, "timestamps", false, "with --config: the requests ask for word timestamps too, which the aligner makes beside the audio")
 	pos, status, ok := parse(fs, args)
 	if !ok {
 		return nil, status, false
@@ -175,6 +179,8 @@ func (c *benchCommand) check(pos []string, set map[string]bool, abortMode, texts
 		return errors.New("--api-key-file goes with --url")
 	case c.url != "" && set["turns"]:
 		return errors.New("--turns goes with --config: a server takes turns as its serve --turns says")
+	case c.url != "" && set["timestamps"]:
+		return errors.New("--timestamps goes with --config: over HTTP the load streams raw audio, which carries no timestamps")
 	}
 	if !set["n"] && !set["duration"] {
 		o.Requests = 100
@@ -237,11 +243,11 @@ func (c *benchCommand) run(ctx context.Context, env Env) int {
 // function that releases it; on failure a nil driver and the exit status.
 func (c *benchCommand) driver(ctx context.Context, env Env) (loadgen.Driver, string, func(), int) {
 	if c.url == "" {
-		o, stop, status := env.benchOrchestrator(ctx, c.config, c.model, c.turns)
+		o, stop, status := env.benchOrchestrator(ctx, c)
 		if o == nil {
 			return nil, "", nil, status
 		}
-		return loadgen.NewInProcess(o), fmt.Sprintf("pipeline %s in process", o.Config().Pipeline.Name), stop, ExitOK
+		return loadgen.NewInProcess(o, c.timestamps), fmt.Sprintf("pipeline %s in process", o.Config().Pipeline.Name), stop, ExitOK
 	}
 	var apiKey string
 	if c.apiKeyFile != "" {
@@ -273,21 +279,24 @@ func (c *benchCommand) print(w io.Writer, rep *loadgen.Report) error {
 	return enc.Encode(rep)
 }
 
-// benchOrchestrator builds and starts the orchestrator of config for an
-// in-process run, as say does, with the payload key serve would use and,
-// with withTurns, turns on the CPU as serve shares it. On failure it
+// benchOrchestrator builds and starts the orchestrator of c's --config
+// for an in-process run, as say does, with the payload key serve would use
+// and, with --turns, turns on the CPU as serve shares it. On failure it
 // returns a nil orchestrator and the exit status; else a function that
 // shuts it down.
-func (env Env) benchOrchestrator(ctx context.Context, config, model string, withTurns bool) (*orchestrator.Orchestrator, func(), int) {
-	cfgs, err := env.loadPipelines([]string{config})
+func (env Env) benchOrchestrator(ctx context.Context, c *benchCommand) (*orchestrator.Orchestrator, func(), int) {
+	cfgs, err := env.loadPipelines([]string{c.config})
 	if err != nil {
 		printConfigError(env.Stderr, err)
 		return nil, nil, ExitUsage
 	}
-	cfg, err := pickPipeline(cfgs, model, "--model")
+	cfg, err := pickPipeline(cfgs, c.model, "--model")
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage bench: %v\n", err)
 		return nil, nil, ExitUsage
+	}
+	if c.timestamps && cfg.Pipeline.Aligner == nil {
+		return nil, nil, benchUsage(env, "--timestamps: pipeline %s has no aligner", cfg.Pipeline.Name)
 	}
 	key, err := keyfile.FromEnv(env.Getenv, keyfile.PayloadKeyEnv)
 	if err != nil {
@@ -295,7 +304,7 @@ func (env Env) benchOrchestrator(ctx context.Context, config, model string, with
 		return nil, nil, ExitUsage
 	}
 	var sched *turns.Scheduler
-	if withTurns {
+	if c.turns {
 		sched = turns.NewDefault()
 	}
 	o, stop, err := env.startLocal(ctx, "bench", cfg, payload.NewCodec([]byte(key)), slog.LevelWarn, sched)

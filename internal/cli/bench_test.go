@@ -204,6 +204,26 @@ func TestBenchInProcess(t *testing.T) {
 	}
 }
 
+// TestBenchTimestamps loads the built-in pipeline in process with requests
+// that ask for word timestamps too; a pipeline without an aligner is
+// refused.
+func TestBenchTimestamps(t *testing.T) {
+	noLeaks(t)
+	stdout, stderr, code := runBench(t, nil, "--config", "builtin:tts", "-n", "6", "-c", "3", "--timestamps", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	rep := decodeReport(t, stdout)
+	checkConsistent(t, rep)
+	if rep.Requests != 6 || rep.OK != 6 || !rep.Leaks.OK || len(rep.Leaks.ByStage) != 3 {
+		t.Errorf("%d requests, %d ok, leaks %+v; want 6 ok and the aligner's bindings let go too", rep.Requests, rep.OK, rep.Leaks)
+	}
+	_, stderr, code = runBench(t, toneEngines(nil), "--config", writeConfig(t, tonePipeline), "-n", "1", "--timestamps")
+	if code != ExitUsage || !strings.Contains(stderr, "--timestamps: pipeline tone has no aligner") {
+		t.Errorf("tone pipeline with --timestamps: exit %d, stderr %q", code, stderr)
+	}
+}
+
 // holdHooks make stage a hold its binding: after its first word it waits
 // for its request to be aborted, then ignores the abort until release is
 // closed, as an engine stuck in a C call would.
@@ -349,6 +369,7 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--config", "builtin:tts", "--model", "m"}, "--model: no pipeline m among those served (tts)"},
 		{[]string{"--config", "builtin:tts", "--api-key-file", "k"}, "--api-key-file goes with --url"},
 		{[]string{"--url", "http://127.0.0.1:1", "--turns=false"}, "--turns goes with --config"},
+		{[]string{"--url", "http://127.0.0.1:1", "--timestamps"}, "--timestamps goes with --config"},
 		{[]string{"--url", "http://127.0.0.1:1", "extra"}, `unexpected argument "extra"`},
 	}
 	for _, tc := range cases {

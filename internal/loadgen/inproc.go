@@ -16,18 +16,26 @@ import (
 // speech endpoint would submit. The caller starts and shuts down the
 // orchestrator.
 type InProcess struct {
-	o *orchestrator.Orchestrator
+	o          *orchestrator.Orchestrator
+	modalities []string
 }
 
 var _ Driver = (*InProcess)(nil)
 
-// NewInProcess returns a driver for o.
-func NewInProcess(o *orchestrator.Orchestrator) *InProcess { return &InProcess{o: o} }
+// NewInProcess returns a driver for o; with timestamps, its requests ask
+// for word timestamps too (their streams still count only the audio).
+func NewInProcess(o *orchestrator.Orchestrator, timestamps bool) *InProcess {
+	d := &InProcess{o: o, modalities: []string{string(engine.KindAudio)}}
+	if timestamps {
+		d.modalities = append(d.modalities, string(engine.KindTimestamps))
+	}
+	return d
+}
 
 // Start implements Driver.
 func (d *InProcess) Start(ctx context.Context, id, text string) (Stream, error) {
 	sctx, cancel := context.WithCancel(ctx)
-	st, err := d.o.Submit(sctx, orchestrator.Request{ID: id, Prompt: engine.Prompt{Text: text}, Modalities: []string{string(engine.KindAudio)}})
+	st, err := d.o.Submit(sctx, orchestrator.Request{ID: id, Prompt: engine.Prompt{Text: text}, Modalities: d.modalities})
 	if err != nil {
 		cancel()
 		return nil, inprocError(ctx, err)

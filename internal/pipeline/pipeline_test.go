@@ -215,9 +215,9 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("deploy stages = %d, want one per stage id and the aligner", len(d.Stages))
 	}
 	for id, s := range d.Stages {
-		inflight := DefaultStageMaxInflight
-		if id < 2 {
-			inflight = 64 // the file's, for the talker and the vocoder
+		inflight := 64 // the file's, for the talker, the vocoder and the aligner
+		if id == 2 {
+			inflight = DefaultStageMaxInflight // enhance, off the route
 		}
 		if s.ID != id || s.Replicas != 1 || s.Placement != PlacementInproc || s.MaxQueue != DefaultStageMaxQueue || s.MaxInflight != inflight {
 			t.Errorf("stage %d deploy = %+v", id, s)

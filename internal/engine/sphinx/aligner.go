@@ -297,10 +297,11 @@ func (a *Aligner) CheckParams(params json.RawMessage) error {
 // spans is aligned with the request's text (Job.Prompt.Feed) once the
 // audio has ended; without either there is no transcript (bad input).
 //
-// The audio is checked and brought to 16 kHz as it arrives. A decoder is
-// taken from the pool for the head, from its first audio to its first
-// words, and for each sentence's alignment; cancellation is noticed while
-// reading and while waiting for a decoder. Bad input (an empty
+// The audio is read as it arrives, whether or not a decoder is free, and
+// checked and brought to 16 kHz. A decoder is taken from the pool for the
+// head, from its first audio to its first words, and for each sentence's
+// alignment; cancellation is noticed while reading and while waiting for
+// a decoder. Bad input (an empty
 // transcript, no audio, a chunk that is not audio, a rate outside
 // [MinSampleRate, MaxSampleRate] or one that changes, more than
 // MaxAudioSeconds) is an *engine.InputError.
@@ -308,7 +309,12 @@ func (a *Aligner) Process(ctx context.Context, job *engine.Job) error {
 	if err := a.CheckParams(job.Params); err != nil {
 		return wrap(err)
 	}
-	al := &alignment{a: a, input: job.Prompt.Text, out: job.Out, in: &audioReader{src: job.In}}
+	// The audio is read as it comes, even while this job waits for a
+	// decoder: the vocoder, and the request's audio beside it, must not
+	// wait for the aligner.
+	in, stop := engine.Prefetch(ctx, job.In)
+	defer stop()
+	al := &alignment{a: a, input: job.Prompt.Text, out: job.Out, in: &audioReader{src: in}}
 	if job.Prompt.Text == "" {
 		al.spoken = newSpokenText(job.Prompt.Feed)
 	} else {
