@@ -14,7 +14,10 @@
 // Process is given a Job. It reads input chunks from Job.In until Recv returns
 // io.EOF, and writes output chunks with Job.Out.Send. It returns nil when it
 // has written its whole output. The runtime closes the output stream after
-// Process returns; the engine never closes anything it was given.
+// Process returns; the engine never closes anything it was given. Its input
+// pushes back on the stage upstream, and on the request's output beside it:
+// an engine that may wait mid-job for something other than its input (a
+// resource other jobs share) reads through Prefetch.
 //
 // Chunks are immutable once sent: a chunk passed to Send (and the slices
 // inside it) must not be modified afterwards by anyone. The runtime may hand
