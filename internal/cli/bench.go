@@ -24,7 +24,7 @@ import (
 	"github.com/omnistage/omnistage/internal/turns"
 )
 
-const benchSynopsis = "bench (--url URL | --config F [--turns=false] [--timestamps]) [-n N | --duration D] [-c C | --rate R] [--abort-ratio X] [--abort-mode M] [--reuse-ids K] [--texts F] [--json] [...]"
+const benchSynopsis = "bench (--url URL | --config F [--turns=false]) [--timestamps] [-n N | --duration D] [-c C | --rate R] [--abort-ratio X] [--abort-mode M] [--reuse-ids K] [--texts F] [--json] [...]"
 
 const benchHelp = `Loads a running server (--url) or a pipeline built in this process
 (--config F or builtin:NAME) with speech requests, then reports throughput,
@@ -33,9 +33,10 @@ by code, and a leak check. Over HTTP each request is POST /v1/audio/speech
 with response_format pcm and stream_format audio, so the first body byte is
 the first audio; in process it is the same request given to the
 orchestrator, whose requests take turns on the CPU by playback deadline as
-serve's do (--turns=false: every unit of work at once, to compare), and
-with --timestamps asks for word timestamps too (the latency then counts
-to the last of them). The texts (--texts: one per line; else a built-in
+serve's do (--turns=false: every unit of work at once, to compare). With
+--timestamps the requests ask for word timestamps too (over HTTP as
+stream_format sse, whose events bring the audio and the timestamps), and
+the latency counts to the last of them. The texts (--texts: one per line; else a built-in
 dozen of varied sentences and paragraphs) are spoken in turn.
 
 Arrivals: -c C keeps C requests in flight (default 1); --rate R starts R
@@ -110,7 +111,7 @@ type benchCommand struct {
 	apiKeyFile string
 	asJSON     bool
 	turns      bool // in process: share the CPU by playback deadline
-	timestamps bool // in process: ask for word timestamps too
+	timestamps bool // ask for word timestamps too
 	opts       loadgen.Options
 }
 
@@ -149,7 +150,7 @@ func parseBench(env Env, args []string) (c *benchCommand, status int, ok bool) {
 	fs.StringVar(&c.apiKeyFile, "api-key-file", "", "send the API key in `FILE` as a bearer token")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as one JSON object")
 	fs.BoolVar(&c.turns, "turns", true, "with --config: the pipeline's requests take turns on the CPU by playback deadline, as serve's do (false: every unit of work at once)")
-	fs.BoolVar(&c.timestamps, "timestamps", false, "with --config: the requests ask for word timestamps too, which the aligner makes beside the audio")
+	fs.BoolVar(&c.timestamps, "timestamps", false, "the requests ask for word timestamps too, which the aligner makes beside the audio (over HTTP: stream_format sse)")
 	pos, status, ok := parse(fs, args)
 	if !ok {
 		return nil, status, false
@@ -179,8 +180,6 @@ func (c *benchCommand) check(pos []string, set map[string]bool, abortMode, texts
 		return errors.New("--api-key-file goes with --url")
 	case c.url != "" && set["turns"]:
 		return errors.New("--turns goes with --config: a server takes turns as its serve --turns says")
-	case c.url != "" && set["timestamps"]:
-		return errors.New("--timestamps goes with --config: over HTTP the load streams raw audio, which carries no timestamps")
 	}
 	if !set["n"] && !set["duration"] {
 		o.Requests = 100
@@ -257,7 +256,7 @@ func (c *benchCommand) driver(ctx context.Context, env Env) (loadgen.Driver, str
 		}
 	}
 	o := c.opts
-	d, err := loadgen.NewHTTP(c.url, loadgen.HTTPOptions{APIKey: apiKey, Model: c.model, Conns: max(o.Concurrency, min(int(o.Rate)+1, 64))})
+	d, err := loadgen.NewHTTP(c.url, loadgen.HTTPOptions{APIKey: apiKey, Model: c.model, Conns: max(o.Concurrency, min(int(o.Rate)+1, 64)), Timestamps: c.timestamps})
 	if err != nil {
 		return nil, "", nil, benchUsage(env, "%v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -19,9 +20,11 @@ import (
 	"github.com/omnistage/omnistage/internal/api"
 	"github.com/omnistage/omnistage/internal/api/apitest"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engine/shipped"
 	"github.com/omnistage/omnistage/internal/engine/testengine"
 	"github.com/omnistage/omnistage/internal/loadgen"
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -204,21 +207,30 @@ func TestBenchInProcess(t *testing.T) {
 	}
 }
 
-// TestBenchTimestamps loads the built-in pipeline in process with requests
-// that ask for word timestamps too; a pipeline without an aligner is
-// refused.
+// TestBenchTimestamps loads the built-in pipeline, in process and over
+// HTTP, with requests that ask for word timestamps too; in process, a
+// pipeline without an aligner is refused.
 func TestBenchTimestamps(t *testing.T) {
 	noLeaks(t)
-	stdout, stderr, code := runBench(t, nil, "--config", "builtin:tts", "-n", "6", "-c", "3", "--timestamps", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	cfg, err := pipeline.Builtin("tts")
+	if err != nil {
+		t.Fatal(err)
 	}
-	rep := decodeReport(t, stdout)
-	checkConsistent(t, rep)
-	if rep.Requests != 6 || rep.OK != 6 || !rep.Leaks.OK || len(rep.Leaks.ByStage) != 3 {
-		t.Errorf("%d requests, %d ok, leaks %+v; want 6 ok and the aligner's bindings let go too", rep.Requests, rep.OK, rep.Leaks)
+	reg, engines := prometheus.NewRegistry(), &engine.Registry{}
+	shipped.Register(engines, io.Discard)
+	srv := apitest.Start(t, cfg, orchestrator.Options{Registry: engines, Registerer: reg}, api.Options{Registry: reg})
+	for _, target := range [][]string{{"--config", "builtin:tts"}, {"--url", srv.URL}} {
+		stdout, stderr, code := runBench(t, nil, append(target, "-n", "6", "-c", "3", "--timestamps", "--json")...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", target, code, stderr)
+		}
+		rep := decodeReport(t, stdout)
+		checkConsistent(t, rep)
+		if rep.Requests != 6 || rep.OK != 6 || !rep.Leaks.OK || len(rep.Leaks.ByStage) != 3 {
+			t.Errorf("%v: %d requests, %d ok, errors %v, leaks %+v; want 6 ok and the aligner's bindings let go too", target, rep.Requests, rep.OK, rep.Errors, rep.Leaks)
+		}
 	}
-	_, stderr, code = runBench(t, toneEngines(nil), "--config", writeConfig(t, tonePipeline), "-n", "1", "--timestamps")
+	_, stderr, code := runBench(t, toneEngines(nil), "--config", writeConfig(t, tonePipeline), "-n", "1", "--timestamps")
 	if code != ExitUsage || !strings.Contains(stderr, "--timestamps: pipeline tone has no aligner") {
 		t.Errorf("tone pipeline with --timestamps: exit %d, stderr %q", code, stderr)
 	}
@@ -369,7 +381,6 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--config", "builtin:tts", "--model", "m"}, "--model: no pipeline m among those served (tts)"},
 		{[]string{"--config", "builtin:tts", "--api-key-file", "k"}, "--api-key-file goes with --url"},
 		{[]string{"--url", "http://127.0.0.1:1", "--turns=false"}, "--turns goes with --config"},
-		{[]string{"--url", "http://127.0.0.1:1", "--timestamps"}, "--timestamps goes with --config"},
 		{[]string{"--url", "http://127.0.0.1:1", "extra"}, `unexpected argument "extra"`},
 	}
 	for _, tc := range cases {

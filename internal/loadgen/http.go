@@ -35,6 +35,9 @@ type HTTPOptions struct {
 	// Conns is the number of idle connections kept open for reuse: the
 	// run's concurrency.
 	Conns int
+	// Timestamps makes the requests ask for word timestamps too, which
+	// come with the audio as server-sent events (stream_format sse).
+	Timestamps bool
 }
 
 // HTTP drives a running omnistage server.
@@ -116,9 +119,14 @@ func (d *HTTP) Model() string { return d.opts.Model }
 // Close closes the driver's idle connections.
 func (d *HTTP) Close() { d.client.CloseIdleConnections() }
 
-// Start implements Driver: POST /v1/audio/speech, streamed raw PCM.
+// Start implements Driver: POST /v1/audio/speech, streamed raw PCM, or
+// server-sent events of it and its word timestamps.
 func (d *HTTP) Start(ctx context.Context, id, text string) (Stream, error) {
-	body, err := json.Marshal(apijson.SpeechRequest{Model: d.opts.Model, Input: text, ResponseFormat: "pcm", StreamFormat: "audio"})
+	stream := "audio"
+	if d.opts.Timestamps {
+		stream = "sse"
+	}
+	body, err := json.Marshal(apijson.SpeechRequest{Model: d.opts.Model, Input: text, ResponseFormat: "pcm", StreamFormat: stream})
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +136,9 @@ func (d *HTTP) Start(ctx context.Context, id, text string) (Stream, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Request-Id", id)
+	if d.opts.Timestamps {
+		req.Header.Set("X-Word-Timestamps", "true")
+	}
 	resp, err := d.client.Do(req)
 	if err != nil {
 		return nil, err
@@ -141,6 +152,9 @@ func (d *HTTP) Start(ctx context.Context, id, text string) (Stream, error) {
 	if err != nil || rate <= 0 {
 		resp.Body.Close()
 		return nil, &Error{Code: CodeBadResponse, Msg: fmt.Sprintf("X-Sample-Rate is %q; want a positive number", resp.Header.Get("X-Sample-Rate"))}
+	}
+	if d.opts.Timestamps {
+		return newEventStream(resp, rate), nil
 	}
 	return &httpStream{resp: resp, rate: rate, buf: make([]byte, readBuffer)}, nil
 }
