@@ -17,8 +17,10 @@
 #   scripts/capacity.sh size R T1 TARGET [U [K]] # the sizing table: streams per core count at a p99 time to first audio
 #
 # CPUS and BENCHCPUS are taskset lists (0, 0-1). LAYOUT is inproc (the
-# built-in tts: one replica per stage, max_inflight 2), inproc2 (talker and
-# vocoder replicas: 2), wide (one replica, max_inflight: 16), process (talker
+# built-in tts as it ships: one replica per stage, max_inflight 64, turns;
+# docs/capacity.md was measured when it held 2 and took no turns), inproc2
+# (talker and vocoder replicas: 2, max_inflight 2), wide (one replica,
+# max_inflight: 16), process (talker
 # and vocoder in workers, replicas: 1), process2 (replicas: 2), or remote
 # (talker and vocoder on two stage servers over /v1/run, pinned to CPUS
 # too). `serve` and `rate` print one JSON object: bench's report plus
