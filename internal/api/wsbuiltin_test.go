@@ -90,42 +90,14 @@ func TestSpeechStreamBuiltin(t *testing.T) {
 	}
 }
 
-// TestSpeechStreamTimestampsBuiltin streams liveText with word timestamps:
-// a word_timestamps event per sentence (or more), its words the tokens of
-// the text as sent, and all of them the timestamps of the text posted
-// whole; then it cancels an utterance mid-way and checks that the words
-// audio.cancelled says were heard end within the audio sent.
+// TestSpeechStreamTimestampsBuiltin streams liveText with word timestamps
+// to the built-in tts and tts-24k (whose aligner gets the audio
+// resampled), checking them against the text posted whole; then it cancels
+// an utterance mid-way and checks that the words audio.cancelled says were
+// heard end within the audio sent.
 func TestSpeechStreamTimestampsBuiltin(t *testing.T) {
-	f := realFixture(t, "builtin:tts", "")
-	resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech",
-		map[string]any{"model": "tts", "input": liveText, "response_format": "pcm"}, "X-Word-Timestamps", "true")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST /v1/audio/speech: %d %s", resp.StatusCode, body)
-	}
-	var whole []engine.Word
-	if err := json.Unmarshal([]byte(resp.Header.Get("X-Word-Timestamps")), &whole); err != nil {
-		t.Fatal(err)
-	}
-	c := dialWS(t, f.url, nil)
-	c.event(evConfig, "model", "tts", "response_format", "pcm", "stream_audio", true, "word_timestamps", true)
-	feedWords(c, liveText)
-	c.event(evDone)
-	h := c.utterance()
-	if h.end.typ != evSessionDone {
-		t.Fatalf("the utterance ended with %s", h.end.raw)
-	}
-	if got := h.allWords(); !reflect.DeepEqual(got, whole) {
-		t.Errorf("streamed timestamps\n%+v\nwhole\n%+v", got, whole)
-	}
-	rs := []rune(liveText)
-	for _, ev := range h.words {
-		for _, w := range ev.Words {
-			s := h.starts[ev.SentenceIndex].SentenceText
-			if string(rs[w.CharStart:w.CharEnd]) != w.Word || !strings.Contains(s, w.Word) {
-				t.Errorf("word %+v of sentence %d (%q)", w, ev.SentenceIndex, s)
-			}
-		}
-	}
+	liveTimestamps(t, "tts-24k")
+	c := liveTimestamps(t, "tts")
 
 	// Barge-in during the second sentence: the words said heard end in the
 	// audio sent, and the first sentence's are among them.
@@ -151,4 +123,42 @@ func TestSpeechStreamTimestampsBuiltin(t *testing.T) {
 			t.Errorf("word %+v said heard ends after the %d ms sent", w, ev.AudioMs)
 		}
 	}
+}
+
+// liveTimestamps streams liveText with word timestamps to the built-in
+// pipeline model over a new WebSocket session: a word_timestamps event per
+// sentence (or more), its words the tokens of the text as sent, and all of
+// them the timestamps of the text posted whole. It returns the session.
+func liveTimestamps(t *testing.T, model string) *wsClient {
+	f := realFixture(t, "builtin:"+model, "")
+	resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech",
+		map[string]any{"model": model, "input": liveText, "response_format": "pcm"}, "X-Word-Timestamps", "true")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: POST /v1/audio/speech: %d %s", model, resp.StatusCode, body)
+	}
+	var whole []engine.Word
+	if err := json.Unmarshal([]byte(resp.Header.Get("X-Word-Timestamps")), &whole); err != nil {
+		t.Fatal(err)
+	}
+	c := dialWS(t, f.url, nil)
+	c.event(evConfig, "model", model, "response_format", "pcm", "stream_audio", true, "word_timestamps", true)
+	feedWords(c, liveText)
+	c.event(evDone)
+	h := c.utterance()
+	if h.end.typ != evSessionDone {
+		t.Fatalf("%s: the utterance ended with %s", model, h.end.raw)
+	}
+	if got := h.allWords(); !reflect.DeepEqual(got, whole) {
+		t.Errorf("%s: streamed timestamps\n%+v\nwhole\n%+v", model, got, whole)
+	}
+	rs := []rune(liveText)
+	for _, ev := range h.words {
+		for _, w := range ev.Words {
+			s := h.starts[ev.SentenceIndex].SentenceText
+			if string(rs[w.CharStart:w.CharEnd]) != w.Word || !strings.Contains(s, w.Word) {
+				t.Errorf("%s: word %+v of sentence %d (%q)", model, w, ev.SentenceIndex, s)
+			}
+		}
+	}
+	return c
 }
