@@ -485,6 +485,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := p.hop.Serve(w, r); err != nil {
 		s.fail(w, r, err)
+		if rf := (*hop.Refusal)(nil); errors.As(err, &rf) {
+			rf.Drain()
+		}
 	}
 }
 

@@ -318,14 +318,11 @@ func TestChainMatchesGenerate(t *testing.T) {
 	}
 
 	// A hand-off for the vocoder posted to the aligner's server is refused
-	// with a 4xx that names the problem, and nothing is retried. The
-	// hand-off is short: the server, refusing it after its header, reads
-	// what is left of a body (up to 256 KiB) before it closes, and the
-	// rest of a long one, still coming, would reset the connection, the
-	// answer with it, if the client had not read it within net/http's
-	// half-second linger (a loaded machine under -race).
+	// with a 4xx that names the problem, and nothing is retried; the
+	// server reads on what comes of the long hand-off after its answer
+	// (see TestRefusedStreamAnswered).
 	wrong := &hop.Chain{Stages: map[int][]string{0: stages[0], 1: stages[2]}}
-	_, _, err = run(context.Background(), wrong, prompt("Hi."))
+	_, _, err = run(context.Background(), wrong, prompt(text))
 	var he *hop.HTTPError
 	if !errors.As(err, &he) || he.Status != 400 || he.Code != "wrong_stage" || hop.Retryable(err) {
 		t.Fatalf("hand-off to the wrong server: %v", err)

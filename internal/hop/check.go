@@ -148,17 +148,13 @@ func (s *Server) parseEntry(r *http.Request, req *RunRequest, in []byte) (*call,
 	return &call{stage: entryStage, id: id, env: env, sel: sel, input: engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: prompt.Text}})}, nil
 }
 
-// parseStream reads the header of a streamed call's request body and
-// checks it against this server: a hand-off addressed to a stage this
-// server runs, without carried outputs, from the stage's upstream on the
-// request's route; or, for stage 0, from stage 0 itself with an empty
+// checkStream checks the header of a streamed call's request body, read
+// and authenticated, against this server: a hand-off addressed to a stage
+// this server runs, without carried outputs, from the stage's upstream on
+// the request's route; or, for stage 0, from stage 0 itself with an empty
 // prompt: a streamed request, whose text comes in the data frames as it
 // arrives.
-func (s *Server) parseStream(sr *payload.StreamReader) (*call, error) {
-	kind, env, err := sr.Header(nil)
-	if err != nil {
-		return nil, err
-	}
+func (s *Server) checkStream(sr *payload.StreamReader, kind payload.FrameKind, env *payload.Envelope) (*call, error) {
 	if kind != payload.FrameHandOff {
 		return nil, badPayload("a /v1/run request stream starts with a hand-off header; this one starts with a result header")
 	}

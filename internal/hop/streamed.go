@@ -33,7 +33,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, start time.
 	defer body.finish()
 	br := bufio.NewReaderSize(body, streamReadBuffer)
 	sr := s.codec.NewStreamReader(br)
-	c, err := s.parseStream(sr)
+	kind, env, err := sr.Header(nil)
 	if err != nil {
 		if body.abort() {
 			// The rest of the body is not read, not even to keep the
@@ -41,6 +41,10 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, start time.
 			w.Header().Set("Connection", "close")
 		}
 		return body.inputError(err)
+	}
+	c, err := s.checkStream(sr, kind, env)
+	if err != nil {
+		return refuse(w, r, rc, body, err)
 	}
 	r, end := s.traced(r, c, start, true)
 	defer func() { end(err) }()

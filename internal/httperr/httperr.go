@@ -80,17 +80,21 @@ func BadRequest(format string, args ...any) *Error {
 	return Errorf(http.StatusBadRequest, string(orchestrator.CodeBadRequest), format, args...)
 }
 
-// Write sends an error with the given status, type and code.
+// Write sends an error with the given status, type and code, as one JSON
+// line of a stated length (a caller may still be sending its body, and
+// read the answer's end before its own).
 func Write(w http.ResponseWriter, status int, typ, code, msg string) {
+	b, _ := json.Marshal(Body{Error: Detail{Message: msg, Type: typ, Code: code}}) // strings only: it cannot fail
+	b = append(b, '\n')
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Del("Content-Length")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
 	if status == http.StatusServiceUnavailable {
 		h.Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 	}
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(Body{Error: Detail{Message: msg, Type: typ, Code: code}})
+	_, _ = w.Write(b)
 }
 
 // Status returns the HTTP status and OpenAI error type for an orchestrator
