@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // customConfig is a pipeline whose stage names are no DNS labels as they
@@ -193,4 +195,18 @@ func TestChartRendersKeys(t *testing.T) {
 			},
 		},
 	})
+}
+
+// TestChartDefaultConfig: the chart's default config is the built-in tts
+// pipeline, as values.yaml says, word for word.
+func TestChartDefaultConfig(t *testing.T) {
+	var values struct {
+		Config string `json:"config"`
+	}
+	if err := yaml.Unmarshal([]byte(readFile(t, "deploy/helm/omnistage/values.yaml")), &values); err != nil {
+		t.Fatal(err)
+	}
+	if want := readFile(t, "internal/pipeline/builtin/tts.yaml"); values.Config != want {
+		t.Errorf("values.yaml's config differs from internal/pipeline/builtin/tts.yaml:\n%s", values.Config)
+	}
 }
