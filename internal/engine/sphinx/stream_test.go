@@ -53,6 +53,7 @@ const committee = "The committee met on Tuesday to review the budget. After a lo
 // sentence shorter), then the sentence's end mark.
 type spoken struct {
 	sentences [][]engine.Chunk // each sentence's blocks and its mark
+	tail      []engine.Chunk   // what comes after the last mark
 	entries   []engine.Word    // flite's own times, by input token
 	durMs     int
 }
@@ -62,7 +63,7 @@ func (s spoken) chunks() []engine.Chunk {
 	for _, c := range s.sentences {
 		out = append(out, c...)
 	}
-	return out
+	return append(out, s.tail...)
 }
 
 // speakSentences synthesizes each of text's sentences (as the talker cuts
@@ -158,7 +159,8 @@ func recvWords(t *testing.T, out chanSink, done chan error, what string) []engin
 }
 
 // at returns the speech at rate, resampled as one stream as an enhance
-// stage does it: each block's samples so far, the marks kept.
+// stage does it: each block's samples so far, the marks kept, and the
+// resampler's tail after the last mark.
 func (s spoken) at(t testing.TB, rate int) spoken {
 	t.Helper()
 	if rate == decoderRate {
@@ -170,17 +172,14 @@ func (s spoken) at(t testing.TB, rate int) spoken {
 	}
 	out := s
 	out.sentences = nil
-	for i, cs := range s.sentences {
+	for _, cs := range s.sentences {
 		var resampled []engine.Chunk
 		for _, c := range cs {
-			samples := rs.Process(c.Audio.Samples)
-			if i == len(s.sentences)-1 && c.Audio.EndOfSentence {
-				samples = rs.Flush() // the last mark comes after the tail
-			}
-			resampled = append(resampled, engine.Chunk{Audio: &engine.Audio{SampleRate: rate, Samples: samples, EndOfSentence: c.Audio.EndOfSentence}})
+			resampled = append(resampled, engine.Chunk{Audio: &engine.Audio{SampleRate: rate, Samples: rs.Process(c.Audio.Samples), EndOfSentence: c.Audio.EndOfSentence}})
 		}
 		out.sentences = append(out.sentences, resampled)
 	}
+	out.tail = []engine.Chunk{{Audio: &engine.Audio{SampleRate: rate, Samples: rs.Flush()}}}
 	return out
 }
 
@@ -250,6 +249,9 @@ func feedBlocks(t *testing.T, a *Aligner, text string, sp spoken, rate int) []en
 		if len(got) != sentenceEntries(sp, i, rate) {
 			t.Fatalf("sentence %d: %d entries so far, want %d", i, len(got), sentenceEntries(sp, i, rate))
 		}
+	}
+	for _, c := range sp.tail {
+		send(c)
 	}
 	close(in)
 	if err := <-done; err != nil {
