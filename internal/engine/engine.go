@@ -31,7 +31,9 @@
 // synthesis, its vocoding, its alignment) between Turn and the function
 // it returns, and waits for nothing in between: the runtime gives turns
 // to the request that will run out of audio first, so that a request that
-// has not spoken yet goes ahead of the later sentences of others.
+// has not spoken yet goes ahead of the later sentences of others. A unit
+// whose result is needed only when the listener reaches some point of the
+// audio (an aligner's sentence) says so with NeededAt, and is due then.
 //
 // # Cancellation
 //

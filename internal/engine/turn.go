@@ -2,7 +2,10 @@ package engine
 
 // Turns: how the units of CPU work of a request take their turn.
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // A Turner gives the units of CPU work of one request their turns (see
 // Turn). The runtime puts one in the ctx of every stage's Process when it
@@ -52,3 +55,20 @@ type noTurn struct{}
 
 func (noTurn) Yield(context.Context) error { return nil }
 func (noTurn) End()                        {}
+
+type neededKey struct{}
+
+// NeededAt returns ctx for units of work whose result the request's
+// listener needs only once its playback reaches at, a position in the
+// request's audio (an aligner's sentence, whose words are needed as it
+// plays): their turns are due then, rather than by the request's own
+// deadline, so that they give way to the audio that plays first.
+func NeededAt(ctx context.Context, at time.Duration) context.Context {
+	return context.WithValue(ctx, neededKey{}, at)
+}
+
+// Needed returns the position NeededAt put in ctx, if any, for a Turner.
+func Needed(ctx context.Context) (time.Duration, bool) {
+	at, ok := ctx.Value(neededKey{}).(time.Duration)
+	return at, ok
+}

@@ -43,24 +43,47 @@ func (rq *request) delivered(a *engine.Audio) {
 	rq.audioOut.Add(int64(len(a.Samples)) * int64(time.Second) / int64(a.SampleRate))
 }
 
+// playsAt is when the request's listener reaches position at of its
+// audio: at after its first audio, or after now while it has none.
+func (rq *request) playsAt(at time.Duration) time.Time {
+	first := rq.firstAudio.Load()
+	if first == 0 {
+		return time.Now().Add(at)
+	}
+	return rq.submitted.Add(time.Duration(first-1) + at)
+}
+
 // requestTurns is an engine.Turner: the request's units take their turns
-// by its deadline.
+// by its deadline, or, those whose ctx says when their result is needed
+// (engine.NeededAt), by when its listener reaches that audio.
 type requestTurns struct{ rq *request }
 
 func (t requestTurns) Turn(ctx context.Context) (engine.CPUTurn, error) {
-	turn, err := t.rq.o.opts.Turns.Acquire(ctx, t.rq.deadline())
+	rt := requestTurn{rq: t.rq}
+	rt.at, rt.needed = engine.Needed(ctx)
+	turn, err := t.rq.o.opts.Turns.Acquire(ctx, rt.due())
 	if err != nil {
 		return nil, err
 	}
-	return requestTurn{turn, t.rq}, nil
+	rt.t = turn
+	return rt, nil
 }
 
-// requestTurn is a turn of the request's, which yields by its deadline
+// requestTurn is a turn of the request's, which yields by its due time
 // at the time.
 type requestTurn struct {
-	t  *turns.Turn
-	rq *request
+	t      *turns.Turn
+	rq     *request
+	at     time.Duration // when needed, the audio it is needed for
+	needed bool
 }
 
-func (t requestTurn) Yield(ctx context.Context) error { return t.t.Yield(ctx, t.rq.deadline()) }
+func (t requestTurn) due() time.Time {
+	if t.needed {
+		return t.rq.playsAt(t.at)
+	}
+	return t.rq.deadline()
+}
+
+func (t requestTurn) Yield(ctx context.Context) error { return t.t.Yield(ctx, t.due()) }
 func (t requestTurn) End()                            { t.t.End() }

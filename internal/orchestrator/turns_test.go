@@ -7,6 +7,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/testengine"
+	"github.com/omnistage/omnistage/internal/testkit"
 	"github.com/omnistage/omnistage/internal/turns"
 )
 
@@ -67,5 +68,44 @@ func TestTurnsReachEngines(t *testing.T) {
 	}
 	if len(took) != 3 { // talker, vocoder and post (audio only: no aligner)
 		t.Errorf("%d stages took turns, want 3", len(took))
+	}
+}
+
+// TestNeededAtGivesWay: a unit whose result is needed only once the
+// listener reaches 10 s of its request's audio (engine.NeededAt) waits
+// behind a unit of a request that arrived later, due by its deadline; its
+// due time is when the listener gets there.
+func TestNeededAtGivesWay(t *testing.T) {
+	sched := turns.New(1)
+	o := &Orchestrator{opts: Options{Turns: sched}}
+	early := &request{o: o, submitted: time.Now().Add(-time.Second)}
+	early.delivered(&engine.Audio{SampleRate: 16000, Samples: make([]int16, 160)})
+	late := &request{o: o, submitted: time.Now()}
+	first := early.submitted.Add(time.Duration(early.firstAudio.Load() - 1))
+	if got := early.playsAt(10 * time.Second); !got.Equal(first.Add(10 * time.Second)) {
+		t.Errorf("playsAt(10s) = %v, want 10 s after the first audio, %v", got, first.Add(10*time.Second))
+	}
+
+	hold, err := sched.Acquire(context.Background(), time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 2)
+	take := func(name string, ctx context.Context, rq *request) {
+		turn, err := requestTurns{rq}.Turn(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		order <- name
+		turn.End()
+	}
+	go take("needed later", engine.NeededAt(context.Background(), 10*time.Second), early)
+	testkit.Eventually(t, "the first waiter", func() bool { return sched.Waiting() == 1 })
+	go take("due now", context.Background(), late)
+	testkit.Eventually(t, "both waiters", func() bool { return sched.Waiting() == 2 })
+	hold.End()
+	if a, b := <-order, <-order; a != "due now" || b != "needed later" {
+		t.Errorf("turns went to %q, then %q", a, b)
 	}
 }

@@ -48,6 +48,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
@@ -182,7 +183,11 @@ func (al *alignment) end(ctx context.Context) error {
 
 // whole aligns words on pcm, the audio from sample al.from on, decoded at
 // once, and sends them but those the head sent, after them. Without audio,
-// the words are placed, untimed, at its start.
+// the words are placed, untimed, at its start. The decode is due when the
+// listener reaches the first word it sends (engine.NeededAt): the
+// pipeline speaks far faster than real time, so a later sentence's words
+// give way to the audio, and to other requests' first words, that play
+// before them.
 func (al *alignment) whole(ctx context.Context, words []word, pcm []int16) error {
 	sent, prevMs := 0, 0
 	if al.done == 0 {
@@ -191,7 +196,9 @@ func (al *alignment) whole(ctx context.Context, words []word, pcm []int16) error
 	aligned := make([]engine.Word, len(words))
 	if len(pcm) > 0 {
 		var err error
-		if aligned, err = al.a.align(ctx, words, pcm, len(pcm)*1000/decoderRate); err != nil {
+		neededMs := al.from*1000/decoderRate + prevMs // the head's prevMs: sentence 0's, from 0
+		needed := engine.NeededAt(ctx, time.Duration(neededMs)*time.Millisecond)
+		if aligned, err = al.a.align(needed, words, pcm, len(pcm)*1000/decoderRate); err != nil {
 			return err
 		}
 	}
