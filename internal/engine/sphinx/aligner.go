@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/omnistage/omnistage/internal/audio"
@@ -85,8 +86,13 @@ var ErrNoAlignment = errors.New("no alignment")
 
 // Options are the engine's deploy options.
 type Options struct {
-	// Decoders is the number of decoders a replica holds, that is how many
-	// requests it aligns at once (default 1). Each takes about 30 MB.
+	// Decoders is the most decoders a replica holds, that is how many
+	// requests it aligns at once (default: half the CPUs the process may
+	// use, GOMAXPROCS, at least one: alignment is about half the CPU of a
+	// request with timestamps, and more decoders than that take the cores
+	// from the first audio of new requests). Warm makes the first; the
+	// others are made when concurrent jobs first need them, about 30 MB and
+	// 160 ms each.
 	Decoders int `json:"decoders"`
 	// Voice is the flite voice whose text analysis normalizes the
 	// transcript and pronounces words the dictionary lacks (default
@@ -105,8 +111,9 @@ type Options struct {
 // 48 kHz), one timestamps chunk out with one entry per transcript word.
 // Its transcript is Job.Prompt.Text.
 //
-// A replica holds a pool of Options.Decoders decoders; concurrent Process
-// calls beyond that wait for a free one.
+// A replica holds a pool of up to Options.Decoders decoders, made as
+// concurrent Process calls need them; calls beyond that wait for a free
+// one.
 type Aligner struct {
 	opts Options
 	pool *pool
@@ -155,7 +162,7 @@ func check(spec engine.Spec) (Options, error) {
 		return o, fmt.Errorf("options: %w", err)
 	}
 	if o.Decoders == 0 {
-		o.Decoders = 1
+		o.Decoders = defaultDecoders()
 	}
 	if o.Voice == "" {
 		o.Voice = flite.DefaultVoice
@@ -208,14 +215,19 @@ func New(spec engine.Spec) (*Aligner, error) {
 	return &Aligner{opts: o, pool: newPool(o.Decoders, o.Model, o.Dict)}, nil
 }
 
-// warmText is what Warm aligns on every decoder.
+// defaultDecoders is Options.Decoders' default.
+func defaultDecoders() int { return min(max(runtime.GOMAXPROCS(0)/2, 1), MaxDecoders) }
+
+// warmText is what Warm aligns.
 const warmText = "Hello, this is a warm up."
 
-// Warm creates every decoder of the pool and aligns a short synthesized
-// sentence on each: a decoder's first utterance is slower than later ones.
+// Warm creates the pool's first decoder and aligns a short synthesized
+// sentence on it: a decoder's first utterance is slower than later ones.
 // Its result is the same as later ones' (see "Nothing carries over" in
 // the package doc), so a decoder the pool creates later, unwarmed, gives
-// the same timestamps as the warmed ones.
+// the same timestamps as the warmed one. The pool makes its other
+// decoders as concurrent jobs need them, so a server's memory grows with
+// its timestamped load, not with its cores.
 func (a *Aligner) Warm(ctx context.Context) error {
 	speech, _, err := flite.SynthesizeTimed(warmText, a.opts.Voice, 0)
 	if err != nil {
@@ -229,21 +241,13 @@ func (a *Aligner) Warm(ctx context.Context) error {
 	if err != nil {
 		return wrap(fmt.Errorf("warm: %w", err))
 	}
-	held := make([]*decoder, 0, a.opts.Decoders)
-	defer func() {
-		for _, d := range held {
-			a.pool.put(d)
-		}
-	}()
-	for range a.opts.Decoders {
-		d, err := a.pool.get(ctx)
-		if err != nil {
-			return wrap(fmt.Errorf("warm: %w", err))
-		}
-		held = append(held, d)
-		if _, err := a.alignOn(d, words, pcm, durMs); err != nil {
-			return wrap(fmt.Errorf("warm: %w", err))
-		}
+	d, err := a.pool.get(ctx)
+	if err != nil {
+		return wrap(fmt.Errorf("warm: %w", err))
+	}
+	defer a.pool.put(d)
+	if _, err := a.alignOn(d, words, pcm, durMs); err != nil {
+		return wrap(fmt.Errorf("warm: %w", err))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -544,8 +545,23 @@ func TestClose(t *testing.T) {
 	if err := a.Warm(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	if n := len(a.pool.idle); n != 1 {
+		t.Errorf("Warm left %d decoders, want the first one", n)
+	}
+	// Two jobs at once get the warmed decoder and a second one.
+	var held []*decoder
+	for range 2 {
+		d, err := a.pool.get(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, d)
+	}
+	for _, d := range held {
+		a.pool.put(d)
+	}
 	if n := len(a.pool.idle); n != 2 {
-		t.Errorf("Warm left %d decoders, want 2", n)
+		t.Errorf("%d decoders after two jobs at once, want 2", n)
 	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
@@ -676,4 +692,21 @@ func BenchmarkAlign(b *testing.B) {
 	}
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/seconds, "rtf")
 	b.ReportMetric(seconds, "audio-s")
+}
+
+// TestDefaultDecoders: without the option, a replica aligns as many
+// requests at once as half the CPUs the process may use, at least one.
+func TestDefaultDecoders(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for procs, want := range map[int]int{1: 1, 2: 1, 3: 1, 16: 8, 200: MaxDecoders} {
+		runtime.GOMAXPROCS(procs)
+		a, err := New(spec(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.opts.Decoders != want || cap(a.pool.slots) != want {
+			t.Errorf("GOMAXPROCS %d: decoders %d (pool of %d), want %d", procs, a.opts.Decoders, cap(a.pool.slots), want)
+		}
+		a.Close()
+	}
 }

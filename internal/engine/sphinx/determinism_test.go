@@ -9,8 +9,9 @@ import (
 )
 
 // TestAlignDeterministic aligns a few texts in an interleaved order, each
-// time on the next of three decoders (two warmed by Warm, one fresh, as
-// the pool makes when it replaces a decoder), whole or fed block by
+// time on the next of three decoders (the one Warm warmed, one the pool
+// made for a second job at once, one fresh, as the pool makes when it
+// replaces a decoder), whole or fed block by
 // block, and requires the same word times for the same audio and text
 // every time, whatever was aligned before on that decoder, either way.
 // One of the texts adds words to the dictionary.
