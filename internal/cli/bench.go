@@ -36,8 +36,9 @@ orchestrator, whose requests take turns on the CPU by playback deadline as
 serve's do (--turns=false: every unit of work at once, to compare). With
 --timestamps the requests ask for word timestamps too (over HTTP as
 stream_format sse, whose events bring the audio and the timestamps), and
-the latency counts to the last of them. The texts (--texts: one per line; else a built-in
-dozen of varied sentences and paragraphs) are spoken in turn.
+the latency counts to the last of them. The texts (--texts: one per
+line; else a built-in dozen of varied sentences and paragraphs) are
+spoken in turn.
 
 Arrivals: -c C keeps C requests in flight (default 1); --rate R starts R
 requests per second whatever the server does, at most 1024 in flight, with

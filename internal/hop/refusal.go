@@ -57,4 +57,6 @@ func (e *Refusal) Drain() {
 	}
 	_ = e.rc.SetReadDeadline(time.Now().Add(refusalDrainTime))
 	_, _ = io.CopyN(io.Discard, e.body, refusalDrainBytes)
+	// Over HTTP/2 a deadline is a timer that would reset the stream later.
+	_ = e.rc.SetReadDeadline(time.Time{})
 }
