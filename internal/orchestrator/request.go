@@ -402,8 +402,17 @@ func (rq *request) selected(id int) (bool, engine.Kind) {
 	return false, ""
 }
 
+// runStage runs b's stage, then counts its task done. Not deferred: an
+// engine that panics takes the process down with it, and must not first
+// end its request as finished (in a worker, the parent would read a clean
+// end of the call, its output cut short, before the worker died).
 func (rq *request) runStage(b *binding) {
-	defer rq.taskDone()
+	rq.runEngine(b)
+	rq.taskDone()
+}
+
+// runEngine runs b's stage on its replica and settles how it ended.
+func (rq *request) runEngine(b *binding) {
 	sink := &b.sink
 	b.started = time.Now()
 	b.stageEvent("started")
