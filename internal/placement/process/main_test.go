@@ -79,8 +79,11 @@ func workerEngines(r *engine.Registry) {
 
 // workerHooks steer a worker's test engines by the request's tag param:
 //
-//	crash        the process exits with status 3
-//	panic        the process panics
+//	crash        the process exits with status 3, once the call has taken
+//	             its first input chunk (a worker that dies before it took
+//	             anything of the request is a refused call, which the
+//	             runtime moves to another replica)
+//	panic        the same, by a panic
 //	block        the call waits for its cancellation, noting on stderr
 //	             "block: started" and "block: cancelled"
 //	gate:PATH    the call waits until the file PATH exists
@@ -89,6 +92,9 @@ func workerHooks() *testengine.Hooks {
 		Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
 			var p testengine.Params
 			_ = engine.DecodeParams(job.Params, &p)
+			if p.Tag == "crash" || p.Tag == "panic" {
+				_, _ = job.In.Recv(ctx) // the request is under way in this worker
+			}
 			switch {
 			case p.Tag == "crash":
 				os.Exit(3)
