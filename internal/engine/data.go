@@ -20,6 +20,9 @@ const (
 	KindSegments   Kind = "segments"
 	KindAudio      Kind = "audio"
 	KindTimestamps Kind = "timestamps"
+	KindTensor     Kind = "tensor"
+	KindImage      Kind = "image"
+	KindRegions    Kind = "regions"
 )
 
 // Kinds lists the built-in kinds. A pipeline may declare kinds of its own
@@ -58,6 +61,9 @@ type Chunk struct {
 	Segments *Segments
 	Audio    *Audio
 	Words    *Words
+	Tensors  *Tensors
+	Image    *Image
+	Regions  *Regions
 	// Data is a chunk of a kind the pipeline declares.
 	Data *Data
 	// Span, when set, is the sentence of the request's text the chunk
@@ -91,6 +97,12 @@ func (c Chunk) Kind() Kind {
 		return KindAudio
 	case c.Words != nil:
 		return KindTimestamps
+	case c.Tensors != nil:
+		return KindTensor
+	case c.Image != nil:
+		return KindImage
+	case c.Regions != nil:
+		return KindRegions
 	case c.Data != nil:
 		return c.Data.Kind
 	}
