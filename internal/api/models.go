@@ -15,6 +15,7 @@ import (
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/quote"
 )
 
 // ModelAliases are the OpenAI model names a request may send for the
@@ -61,7 +62,7 @@ func (s *Server) model(name string, required bool, endpoint string) (*served, er
 		}
 	}
 	if p == nil {
-		return nil, httperr.Errorf(http.StatusNotFound, httperr.CodeModelNotFound, "model %q is not served here; models: %s", httperr.Short(name), strings.Join(s.modelNames(), ", "))
+		return nil, httperr.Errorf(http.StatusNotFound, httperr.CodeModelNotFound, "model %q is not served here; models: %s", quote.Short(name), strings.Join(s.modelNames(), ", "))
 	}
 	if err := p.startErr.Load(); err != nil {
 		return nil, p.notReady()

@@ -29,6 +29,7 @@ import (
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/quote"
 )
 
 // Defaults of Options.
@@ -362,7 +363,7 @@ func (s *Server) canonical(mux *http.ServeMux) http.Handler {
 		h.ServeHTTP(&own, r)
 		if to := own.Header().Get("Location"); to != "" {
 			s.fail(w, r, httperr.Errorf(http.StatusNotFound, httperr.CodeUnknownRoute,
-				"no endpoint %s %s: paths are served only in their canonical form, here %s", r.Method, httperr.Short(r.URL.EscapedPath()), httperr.Short(to)))
+				"no endpoint %s %s: paths are served only in their canonical form, here %s", r.Method, quote.Short(r.URL.EscapedPath()), quote.Short(to)))
 			return
 		}
 		s.notFound(w, r)
@@ -479,7 +480,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	p := s.def
 	if name := cmp.Or(r.Header.Get(hop.HeaderPipeline), r.URL.Query().Get("model")); name != "" {
 		if p = s.byName[name]; p == nil {
-			s.fail(w, r, httperr.Errorf(http.StatusNotFound, httperr.CodeModelNotFound, "no pipeline %q is served here; pipelines: %s", httperr.Short(name), strings.Join(s.modelNames()[:len(s.pipelines)], ", ")))
+			s.fail(w, r, httperr.Errorf(http.StatusNotFound, httperr.CodeModelNotFound, "no pipeline %q is served here; pipelines: %s", quote.Short(name), strings.Join(s.modelNames()[:len(s.pipelines)], ", ")))
 			return
 		}
 	}

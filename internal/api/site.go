@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/quote"
 )
 
 // checkSite protects r on route rt from cross-site use. A page on another
@@ -39,18 +40,18 @@ import (
 func (s *Server) checkSite(r *http.Request, rt route) error {
 	if !rt.open && r.Host != "" && !s.hosts.allows(r.Host) {
 		return httperr.Errorf(http.StatusForbidden, httperr.CodeForbiddenHost,
-			"host %q is not one this server answers to: it answers to its addresses, localhost, its host name and the hosts of serve --allowed-hosts and --cors-origins; add the name to --allowed-hosts (this keeps rebound DNS names out)", httperr.Short(r.Host))
+			"host %q is not one this server answers to: it answers to its addresses, localhost, its host name and the hosts of serve --allowed-hosts and --cors-origins; add the name to --allowed-hosts (this keeps rebound DNS names out)", quote.Short(r.Host))
 	}
 	if origin := r.Header.Get("Origin"); origin != "" && !s.allowedOrigin(origin, r.Host) {
 		return httperr.Errorf(http.StatusForbidden, httperr.CodeForbiddenOrigin,
-			"origin %q may not call this server: add it to serve --cors-origins to allow its pages", httperr.Short(origin))
+			"origin %q may not call this server: add it to serve --cors-origins to allow its pages", quote.Short(origin))
 	}
 	if r.Method == http.MethodPost && len(rt.bodyTypes) > 0 {
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || !slices.Contains(rt.bodyTypes, mt) {
 			return httperr.Errorf(http.StatusUnsupportedMediaType, httperr.CodeUnsupportedMedia,
 				"content type %q is not accepted here: send %s (with curl: --json '{...}', or -H 'Content-Type: application/json')",
-				httperr.Short(r.Header.Get("Content-Type")), strings.Join(rt.bodyTypes, " or "))
+				quote.Short(r.Header.Get("Content-Type")), strings.Join(rt.bodyTypes, " or "))
 		}
 	}
 	return nil

@@ -18,7 +18,7 @@ import (
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/quote"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -364,7 +364,7 @@ func TestSpeechFailsMidStream(t *testing.T) {
 // TestStreamErrorTrailerShort checks that a long failure reaches the
 // X-Stream-Error trailer cut at a character boundary, through httperr.Short.
 func TestStreamErrorTrailerShort(t *testing.T) {
-	reason := strings.Repeat("é", httperr.MaxEcho) // 2 bytes each: a byte cut falls inside one
+	reason := strings.Repeat("é", quote.Max) // 2 bytes each: a byte cut falls inside one
 	f := newFixture(t, setup{yaml: speechYAML, fakes: &fakeHooks{chunk: func(ctx context.Context, name string, n int) error {
 		if name == "test-synth" && n == 1 {
 			return &engine.InputError{Reason: reason}
@@ -376,8 +376,8 @@ func TestStreamErrorTrailerShort(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.HasPrefix(got, "bad_request: ") || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
 		t.Fatalf("status %d, X-Stream-Error %q", resp.StatusCode, got)
 	}
-	if msg := strings.TrimPrefix(got, "bad_request: "); len(msg) > httperr.MaxEcho+len("…") {
-		t.Errorf("X-Stream-Error quotes %d bytes of the error, more than %d", len(msg), httperr.MaxEcho)
+	if msg := strings.TrimPrefix(got, "bad_request: "); len(msg) > quote.Max+len("…") {
+		t.Errorf("X-Stream-Error quotes %d bytes of the error, more than %d", len(msg), quote.Max)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/quote"
 )
 
 // speechStream sends the audio as it comes: chunked audio (a WAV header
@@ -191,7 +192,7 @@ func (f *chunkedForm) done(*orchestrator.Stream, *speechPlan, int) error { retur
 
 func (f *chunkedForm) fail(err error) {
 	_, _, code := httperr.Classify(err)
-	f.h.Set(headerStreamError, code+": "+httperr.Short(err.Error()))
+	f.h.Set(headerStreamError, code+": "+quote.Short(err.Error()))
 }
 
 // sseForm is stream_format sse: a speech.audio.delta event per piece of

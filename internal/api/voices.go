@@ -16,6 +16,7 @@ import (
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/quote"
 )
 
 // voiceSet is what a speech request's voice may name: the talker's own
@@ -87,7 +88,7 @@ func (vs *voiceSet) resolve(name string) (string, error) {
 		aliases = ", and the aliases " + strings.Join(slices.Sorted(maps.Keys(vs.aliases)), ", ")
 	}
 	return "", httperr.BadRequest("unknown voice %q: voices are %s%s (GET /v1/audio/voices lists them)",
-		httperr.Short(name), strings.Join(vs.ids(), ", "), aliases)
+		quote.Short(name), strings.Join(vs.ids(), ", "), aliases)
 }
 
 // checkVoiceAliases refuses aliases the configuration gives that name none

@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/quote"
 )
 
 // routeSpeechStream is the metrics label of the speech stream.
@@ -133,7 +134,7 @@ func checkUpgrade(r *http.Request) error {
 		return httperr.Errorf(http.StatusUpgradeRequired, httperr.CodeWebSocketRequired,
 			"GET %s is a WebSocket endpoint: connect with a WebSocket client (HTTP/1.1, Connection: Upgrade, Upgrade: websocket)", speechStreamPath)
 	case r.Header.Get("Sec-WebSocket-Version") != "13":
-		return httperr.BadRequest("Sec-WebSocket-Version %q: only version 13 is served", httperr.Short(r.Header.Get("Sec-WebSocket-Version")))
+		return httperr.BadRequest("Sec-WebSocket-Version %q: only version 13 is served", quote.Short(r.Header.Get("Sec-WebSocket-Version")))
 	case len(r.Header.Values("Sec-WebSocket-Key")) != 1:
 		return httperr.BadRequest("the WebSocket handshake needs one Sec-WebSocket-Key header")
 	}

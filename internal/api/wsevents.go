@@ -13,6 +13,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/flite/talker"
 	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/quote"
 )
 
 // The client's events, named as vLLM-Omni's streaming speech endpoint
@@ -142,7 +143,7 @@ func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
 		c.format = wsDefaultFormat
 	}
 	if !slices.Contains(wsFormats, c.format) {
-		return nil, httperr.BadRequest("response_format %q is not offered here: use %s (pcm is raw 16-bit little-endian mono at audio.start's sample_rate)", httperr.Short(ev.ResponseFormat), strings.Join(wsFormats, ", "))
+		return nil, httperr.BadRequest("response_format %q is not offered here: use %s (pcm is raw 16-bit little-endian mono at audio.start's sample_rate)", quote.Short(ev.ResponseFormat), strings.Join(wsFormats, ", "))
 	}
 	if err := encode.Available(c.format); err != nil {
 		return nil, httperr.BadRequest("response_format %q is not available on this server: %v", c.format, err)
@@ -154,7 +155,7 @@ func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
 	voice := ev.Voice.ID
 	switch {
 	case voice != "" && ev.Speaker.ID != "" && !strings.EqualFold(voice, ev.Speaker.ID):
-		return nil, httperr.BadRequest("voice %q and speaker %q disagree: send one of them", httperr.Short(voice), httperr.Short(ev.Speaker.ID))
+		return nil, httperr.BadRequest("voice %q and speaker %q disagree: send one of them", quote.Short(voice), quote.Short(ev.Speaker.ID))
 	case voice == "":
 		voice = ev.Speaker.ID
 	}

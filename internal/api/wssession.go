@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/quote"
 )
 
 // wsSession is one WebSocket session. Its loop (run) owns every field but
@@ -198,7 +199,7 @@ func (ss *wsSession) handle(m wsMessage) (wsEnd, bool) {
 			return ss.refuse(err)
 		}
 	default:
-		return ss.refuse(httperr.BadRequest("unknown event type %q: send %s, %s, %s, %s or %s", httperr.Short(typ), evConfig, evText, evDone, evCancel, evClose))
+		return ss.refuse(httperr.BadRequest("unknown event type %q: send %s, %s, %s, %s or %s", quote.Short(typ), evConfig, evText, evDone, evCancel, evClose))
 	}
 	switch typ {
 	case evDone:

@@ -14,6 +14,7 @@ import (
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/quote"
 )
 
 // checkStage refuses a stage this server does not run.
@@ -92,7 +93,7 @@ func (s *Server) parseRun(r *http.Request, body *runBody) (*call, error) {
 		return nil, err
 	}
 	if req.RequestID != "" && req.RequestID != env.RequestID {
-		return nil, httperr.BadRequest("request_id %q is not the payload's (%q): post the previous answer back unchanged, or leave request_id out", httperr.Short(req.RequestID), env.RequestID)
+		return nil, httperr.BadRequest("request_id %q is not the payload's (%q): post the previous answer back unchanged, or leave request_id out", quote.Short(req.RequestID), env.RequestID)
 	}
 	sel, err := s.checkRoute(stage, env)
 	if err != nil {

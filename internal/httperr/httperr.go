@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
@@ -190,20 +189,4 @@ func WriteError(w http.ResponseWriter, err error) {
 		msg = fmt.Sprintf("request body is larger than this endpoint's limit of %d bytes", me.Limit)
 	}
 	Write(w, status, typ, code, msg)
-}
-
-// MaxEcho bounds the client input an error message quotes.
-const MaxEcho = 200
-
-// Short returns s, cut to at most MaxEcho bytes at a character boundary
-// with "…" after, for quoting a client's input in an error.
-func Short(s string) string {
-	if len(s) <= MaxEcho {
-		return s
-	}
-	cut := MaxEcho
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

@@ -4,26 +4,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/membudget"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 )
-
-func TestShort(t *testing.T) {
-	if s := Short("voice"); s != "voice" {
-		t.Errorf("Short of a short string: %q", s)
-	}
-	long := strings.Repeat("é", MaxEcho) // 2 bytes each: the cut falls inside one
-	s := Short(long)
-	if !utf8.ValidString(s) || !strings.HasSuffix(s, "…") || len(s) > MaxEcho+len("…") {
-		t.Errorf("Short cut %d bytes to %q", len(long), s)
-	}
-}
 
 // TestClassifyBusy: a memory budget that stays full is the server's
 // overload, as a full queue is, also when a stage failed on it (a streamed

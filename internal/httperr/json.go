@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/quote"
 )
 
 // DecodeJSON decodes one JSON value from r strictly into dst: unknown
@@ -72,7 +73,7 @@ func jsonError(err error) error {
 		}
 		return Errorf(http.StatusBadRequest, CodeInvalidJSON, "field %s: want %s, got a JSON %s", te.Field, engine.JSONType(te.Type), te.Value)
 	}
-	return Errorf(http.StatusBadRequest, CodeInvalidJSON, "invalid request: %s", Short(strings.TrimPrefix(err.Error(), "json: ")))
+	return Errorf(http.StatusBadRequest, CodeInvalidJSON, "invalid request: %s", quote.Short(strings.TrimPrefix(err.Error(), "json: ")))
 }
 
 // ReadError turns an error reading a request body into the error to

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/quote"
 )
 
 // ProtocolVersion is the version of the protocol the server speaks, which
@@ -79,7 +79,7 @@ func (r *reader) read() (event, error) {
 	}
 	var h map[string]json.RawMessage
 	if err := json.Unmarshal(line, &h); err != nil || h == nil {
-		return event{}, badFrame(false, "the header line %s is not a JSON object", quote(line))
+		return event{}, badFrame(false, "the header line %s is not a JSON object", quoteBytes(line))
 	}
 	dataLen, err := length(h, "data_length")
 	if err != nil {
@@ -95,7 +95,7 @@ func (r *reader) read() (event, error) {
 		if err := r.skip(dataLen + payloadLen); err != nil {
 			return event{}, err
 		}
-		return event{}, badFrame(false, "the header %s has no type (a non-empty string)", quote(line))
+		return event{}, badFrame(false, "the header %s has no type (a non-empty string)", quoteBytes(line))
 	}
 	ev := event{Type: typ}
 	if raw := h["data"]; len(raw) > 0 && string(raw) != "null" {
@@ -213,7 +213,7 @@ func length(h map[string]json.RawMessage, name string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil || n < 0 {
-		return 0, badFrame(true, "%s %s is not a length (a non-negative integer): the stream cannot be framed past it", name, quote(raw))
+		return 0, badFrame(true, "%s %s is not a length (a non-negative integer): the stream cannot be framed past it", name, quoteBytes(raw))
 	}
 	return n, nil
 }
@@ -225,9 +225,9 @@ func eofInside(err error) error {
 	return err
 }
 
-// quote quotes the start of a client's bytes for an error message.
-func quote(b []byte) string {
-	return strconv.Quote(httperr.Short(string(bytes.ToValidUTF8(b, []byte("\uFFFD")))))
+// quoteBytes quotes the start of a client's bytes for an error message.
+func quoteBytes(b []byte) string {
+	return strconv.Quote(quote.Short(string(bytes.ToValidUTF8(b, []byte("\uFFFD")))))
 }
 
 // deadliner is the part of a net.Conn the writer bounds its writes with.

@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/quote"
 )
 
 // programName names the info event's program: Home Assistant names its
@@ -162,7 +162,7 @@ func (c *catalog) resolve(ref voiceRef) (*target, string, error) {
 				return t, "", nil
 			}
 		}
-		return nil, "", fmt.Errorf("unknown voice %q: the voices are %s", httperr.Short(ref.Name), listNames(entries))
+		return nil, "", fmt.Errorf("unknown voice %q: the voices are %s", quote.Short(ref.Name), listNames(entries))
 	case ref.Language != "":
 		entries := c.entries()
 		for _, e := range entries {
@@ -170,7 +170,7 @@ func (c *catalog) resolve(ref voiceRef) (*target, string, error) {
 				return e.target, e.voice.ID, nil
 			}
 		}
-		return nil, "", fmt.Errorf("no voice speaks %q: the voices are %s", httperr.Short(ref.Language), listNames(entries))
+		return nil, "", fmt.Errorf("no voice speaks %q: the voices are %s", quote.Short(ref.Language), listNames(entries))
 	}
 	return c.targets[0], "", nil
 }

@@ -22,8 +22,8 @@ import (
 	"net"
 	"strings"
 
-	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/quote"
 )
 
 // APIKeyEnv is the environment variable in which a worker process gets the
@@ -49,7 +49,7 @@ func parseAnnounce(line string) (addr string, digest [32]byte, err error) {
 	rest, ok := strings.CutPrefix(line, announcePrefix)
 	f := strings.Fields(rest)
 	if !ok || len(f) != 3 || f[1] != "digest" {
-		return "", digest, fmt.Errorf("the worker announced %q, not %q", httperr.Short(line), announcePrefix+"ADDR digest HEX")
+		return "", digest, fmt.Errorf("the worker announced %q, not %q", quote.Short(line), announcePrefix+"ADDR digest HEX")
 	}
 	b, err := hex.DecodeString(f[2])
 	if err != nil || len(b) != len(digest) {
