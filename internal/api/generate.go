@@ -91,7 +91,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 			if !started {
 				startEvents(w, ev.sse)
 			}
-			if err := ev.send(apijson.Event{Type: apijson.EventDone, RequestID: st.ID(), Stages: st.Timings()}); err != nil {
+			if err := ev.send(apijson.Event{Type: apijson.EventDone, RequestID: st.ID(), Stages: stageTimings(st)}); err != nil {
 				s.streamFailed(r, err)
 			}
 			return
@@ -122,4 +122,17 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 			return
 		}
 	}
+}
+
+// stageTimings renders the timeline of the ended request st.
+func stageTimings(st *orchestrator.Stream) []apijson.StageTiming {
+	tl := st.Timings()
+	if tl == nil {
+		return nil
+	}
+	out := make([]apijson.StageTiming, len(tl))
+	for i, t := range tl {
+		out[i] = apijson.StageTiming(t)
+	}
+	return out
 }

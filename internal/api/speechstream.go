@@ -239,7 +239,7 @@ func (f *sseForm) done(st *orchestrator.Stream, p *speechPlan, durationMs int) e
 			return sendError{err}
 		}
 	}
-	if err := f.ev.send(apijson.SpeechEvent{Type: apijson.SpeechStages, Stages: st.Timings()}); err != nil {
+	if err := f.ev.send(apijson.SpeechEvent{Type: apijson.SpeechStages, Stages: stageTimings(st)}); err != nil {
 		return sendError{err}
 	}
 	err := f.ev.send(apijson.SpeechEvent{Type: apijson.SpeechDone, Usage: &apijson.SpeechUsage{

@@ -10,7 +10,6 @@ import (
 	"fmt"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/orchestrator"
 )
 
 // Outputs are a request's selected outputs, by modality. Timestamps is
@@ -163,8 +162,22 @@ type Event struct {
 	Final     bool         `json:"final,omitempty"`
 	Error     *ErrorDetail `json:"error,omitempty"`
 	// Stages is each stage's timeline, on the done event.
-	Stages []orchestrator.StageTiming `json:"stages,omitzero"`
+	Stages []StageTiming `json:"stages,omitzero"`
 	Outputs
+}
+
+// StageTiming is one stage's part of a request, in milliseconds since it
+// was submitted: when a replica was bound (the wait for one included),
+// when the engine started, sent its first output (-1 if it sent none)
+// and returned.
+type StageTiming struct {
+	Stage         int     `json:"stage"`
+	Name          string  `json:"name"`
+	Replica       string  `json:"replica"`
+	BoundMs       float64 `json:"bound_ms"`
+	StartMs       float64 `json:"start_ms"`
+	FirstOutputMs float64 `json:"first_output_ms"`
+	EndMs         float64 `json:"end_ms"`
 }
 
 // SpeechRequest is the body of POST /v1/audio/speech, OpenAI's shape.
@@ -194,12 +207,12 @@ const (
 // carries Words; speech.audio.done carries Usage and is the last event
 // unless an error event ends the stream.
 type SpeechEvent struct {
-	Type   string                     `json:"type"`
-	Audio  []byte                     `json:"audio,omitempty"`
-	Words  []engine.Word              `json:"words,omitzero"`
-	Stages []orchestrator.StageTiming `json:"stages,omitzero"`
-	Usage  *SpeechUsage               `json:"usage,omitempty"`
-	Error  *ErrorDetail               `json:"error,omitempty"`
+	Type   string        `json:"type"`
+	Audio  []byte        `json:"audio,omitempty"`
+	Words  []engine.Word `json:"words,omitzero"`
+	Stages []StageTiming `json:"stages,omitzero"`
+	Usage  *SpeechUsage  `json:"usage,omitempty"`
+	Error  *ErrorDetail  `json:"error,omitempty"`
 }
 
 // SpeechUsage is the usage of speech.audio.done. InputTokens counts the

@@ -38,15 +38,11 @@ func (s *Stream) Selection() *pipeline.Selection { return s.rq.sel }
 // StageTiming is one stage's part of a request, in milliseconds since it
 // was submitted: when a replica was bound (the wait for one included),
 // when the engine started, sent its first output (-1 if it sent none)
-// and returned.
+// and returned. The API renders it as apijson.StageTiming.
 type StageTiming struct {
-	Stage         int     `json:"stage"`
-	Name          string  `json:"name"`
-	Replica       string  `json:"replica"`
-	BoundMs       float64 `json:"bound_ms"`
-	StartMs       float64 `json:"start_ms"`
-	FirstOutputMs float64 `json:"first_output_ms"`
-	EndMs         float64 `json:"end_ms"`
+	Stage                                  int
+	Name, Replica                          string
+	BoundMs, StartMs, FirstOutputMs, EndMs float64
 }
 
 // Timings returns the timeline of each stage of the request, in route
