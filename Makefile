@@ -49,7 +49,7 @@ fuzz: deps
 	$(GO) test -run '^$$' -fuzz 'FuzzDecode$$' -fuzztime 60s ./internal/payload
 	$(GO) test -run '^$$' -fuzz FuzzBase64 -fuzztime 60s ./internal/payload
 	$(GO) test -run '^$$' -fuzz FuzzStream -fuzztime 60s ./internal/payload
-	$(GO) test -run '^$$' -fuzz FuzzDecodeRun -fuzztime 60s ./internal/hop
+	$(GO) test -run '^$$' -fuzz FuzzReadRun -fuzztime 60s ./internal/stageserver
 	$(GO) test -run '^$$' -fuzz FuzzRequestBodies -fuzztime 60s ./internal/api
 
 # lint checks formatting, vet, that go.mod (and the tools module's) are

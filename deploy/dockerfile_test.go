@@ -474,7 +474,7 @@ func TestDockerignore(t *testing.T) {
 		{"internal/api/api.test", true},
 		{"omnistage.test", true},
 		{"cpu.prof", true},
-		{"internal/hop/mem.prof", true},
+		{"internal/stageserver/mem.prof", true},
 		{"bench.txt", true},
 		{"hello.wav", true},
 		{".env", true},

@@ -18,9 +18,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/stageserver"
 )
 
 // MaxHeaderBytes bounds a request's line and headers (net/http allows 4 KiB
@@ -104,12 +104,12 @@ type answerConnKey struct{}
 
 // connContext is http.Server.ConnContext: it lets a request's handler
 // reach its answerConn (ownedBy), and a streamed hop its connection (see
-// hop.WithConn).
+// stageserver.WithConn).
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	if ac, ok := c.(*answerConn); ok {
 		ctx = context.WithValue(ctx, answerConnKey{}, ac)
 	}
-	return hop.WithConn(ctx, netConn(c))
+	return stageserver.WithConn(ctx, netConn(c))
 }
 
 // netConn returns the network connection under Run's wrappers of it.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/rs/cors"
+
+	"github.com/omnistage/omnistage/internal/api/requestid"
 )
 
 // corsHandler lets pages of origins call h from a browser: the methods and
@@ -18,8 +20,8 @@ func corsHandler(origins []string, h http.Handler) http.Handler {
 	return cors.New(cors.Options{
 		AllowedOrigins: origins,
 		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete},
-		AllowedHeaders: []string{"Authorization", "Content-Type", headerRequestID, headerTimestamps, "Traceparent", "Tracestate", "Baggage"},
-		ExposedHeaders: []string{headerRequestID, headerSampleRate, headerTimestamps, headerTimestampsOmitted, headerStreamError},
+		AllowedHeaders: []string{"Authorization", "Content-Type", requestid.Header, headerTimestamps, "Traceparent", "Tracestate", "Baggage"},
+		ExposedHeaders: []string{requestid.Header, headerSampleRate, headerTimestamps, headerTimestampsOmitted, headerStreamError},
 		MaxAge:         int((10 * time.Minute).Seconds()),
 	}).Handler(h)
 }

@@ -1,6 +1,6 @@
 // Package api is omnistage's HTTP server over one orchestrator: the
 // OpenAI-compatible speech endpoint, the native generate endpoint, POST
-// /v1/run (served by package hop), request abort and lookup, models,
+// /v1/run (served by package stageserver), request abort and lookup, models,
 // voices, captions, the served pipeline, health, readiness, metrics and
 // the playground. The reference of every endpoint, request field and error
 // code is docs/api.md in the repository; the JSON shapes live in package

@@ -8,9 +8,9 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/omnistage/omnistage/internal/api/requestid"
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
@@ -25,7 +25,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	p, err := s.model(req.Model, false, r.URL.Path)
 	var id string
 	if err == nil {
-		id, err = hop.RequestID(r, req.RequestID)
+		id, err = requestid.From(r, req.RequestID)
 	}
 	if err == nil && (req.Input == nil || req.Input.Text == "") {
 		err = httperr.BadRequest(`input is missing or empty: send "input": "text" or "input": {"text": "..."}`)

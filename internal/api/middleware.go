@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/omnistage/omnistage/internal/api/requestid"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/telemetry"
 )
@@ -89,7 +90,7 @@ func info(r *http.Request) *reqInfo {
 // in the X-Request-Id header.
 func setRequestID(w http.ResponseWriter, r *http.Request, id string) {
 	info(r).id = id
-	w.Header().Set(headerRequestID, id)
+	w.Header().Set(requestid.Header, id)
 }
 
 // observe is the outermost handler: metrics, the access log, and a recover
@@ -99,7 +100,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		start := time.Now()
 		// Until a handler knows the request's id, log the one the client
 		// sent, if any.
-		in := &reqInfo{route: routeUnmatched, id: r.Header.Get(headerRequestID)}
+		in := &reqInfo{route: routeUnmatched, id: r.Header.Get(requestid.Header)}
 		ctx := context.WithValue(r.Context(), infoKey{}, in)
 		var slot *telemetry.SpanSlot // where /v1/run leaves its span, when tracing
 		if s.opts.TracerProvider != nil {
@@ -136,7 +137,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			if in.id == "" {
 				// A handler outside this package (/v1/run's) names the
 				// request in its answer's header.
-				in.id = rw.Header().Get(headerRequestID)
+				in.id = rw.Header().Get(requestid.Header)
 			}
 			level := slog.LevelInfo
 			switch in.route {

@@ -10,12 +10,13 @@ import (
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/quote"
+	"github.com/omnistage/omnistage/internal/stageserver"
+	"github.com/omnistage/omnistage/internal/voice"
 )
 
 // ModelAliases are the OpenAI model names a request may send for the
@@ -29,8 +30,8 @@ type served struct {
 	name   string
 	orch   *orchestrator.Orchestrator
 	cfg    *pipeline.Config
-	hop    *hop.Server
-	voices atomic.Pointer[voiceSet] // once the pipeline is ready (voiceSet)
+	hop    *stageserver.Server
+	voices *voice.Cache
 	// startErr is why the pipeline did not start, when Run was told to
 	// serve the others anyway (Options.StartPartial).
 	startErr atomic.Pointer[error]
@@ -106,7 +107,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 			Input: string(p.cfg.Pipeline.Input), Outputs: p.cfg.Route.Outputs(), Ready: &ready}
 		_, m.WordTimestamps = p.cfg.Route.Aligner()
 		if s.opts.Stage == nil {
-			for _, v := range s.voiceSet(p).voices {
+			for _, v := range p.voices.Set().Voices() {
 				m.Voices = append(m.Voices, v.ID)
 			}
 		}

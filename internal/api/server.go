@@ -30,6 +30,8 @@ import (
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/quote"
+	"github.com/omnistage/omnistage/internal/stageserver"
+	"github.com/omnistage/omnistage/internal/voice"
 )
 
 // Defaults of Options.
@@ -82,7 +84,7 @@ type Options struct {
 	// the codec instead.
 	MaxRunBody int64
 	// RunMemoryIdle, when not nil, hears when /v1/run calls start and stop
-	// holding memory for their bodies, refused ones too (package hop's
+	// holding memory for their bodies, refused ones too (package stageserver's
 	// ServerOptions.Idle): the server's memory trimmer.
 	RunMemoryIdle membudget.IdleObserver
 	// MaxConns bounds the connections Run keeps open at once. A new one
@@ -100,11 +102,11 @@ type Options struct {
 	// /v1/run body, the wait for each frame to begin).
 	BodyReadTimeout time.Duration
 	// HopLimits bound each streamed /v1/run hop: its input's rate and its
-	// length (package hop's Limits; the zero value is their defaults).
-	HopLimits hop.Limits
+	// length (package stageserver's Limits; the zero value is their defaults).
+	HopLimits stageserver.Limits
 	// TracerProvider, when set, traces every request but the probes and
 	// /metrics: a server span per request (otelhttp; /v1/run's is the hop
-	// server's, see package hop), child of the caller's traceparent, and
+	// server's, see package stageserver), child of the caller's traceparent, and
 	// the access log lines carry its trace_id. Nil traces nothing.
 	TracerProvider trace.TracerProvider
 	// ReadHeaderTimeout bounds reading a request's line and headers under
@@ -216,7 +218,7 @@ func (s *Server) add(o *orchestrator.Orchestrator) error {
 	if err := checkVoiceAliases(o, cfg.VoiceAliases); err != nil {
 		return fmt.Errorf("api: pipeline %s: %w", name, err)
 	}
-	h, err := hop.NewServer(o, hop.ServerOptions{
+	h, err := stageserver.NewServer(o, stageserver.ServerOptions{
 		Codec: s.opts.Codec, Stage: s.opts.Stage, Logger: s.opts.Logger, MaxBody: s.opts.MaxRunBody,
 		BodyReadTimeout: s.opts.BodyReadTimeout, WriteTimeout: s.opts.ChunkWriteTimeout,
 		TracerProvider: s.opts.TracerProvider, Limits: s.opts.HopLimits, Idle: s.opts.RunMemoryIdle,
@@ -224,7 +226,7 @@ func (s *Server) add(o *orchestrator.Orchestrator) error {
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
-	p := &served{name: name, orch: o, cfg: cfg, hop: h}
+	p := &served{name: name, orch: o, cfg: cfg, hop: h, voices: voice.NewCache(o, cfg.VoiceAliases)}
 	s.pipelines = append(s.pipelines, p)
 	s.byName[name] = p
 	return nil
@@ -472,7 +474,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	httpbody.WriteJSON(w, http.StatusOK, apijson.Status{Status: "ready"})
 }
 
-// run answers POST /v1/run (package hop) with the pipeline that the
+// run answers POST /v1/run (package stageserver) with the pipeline that the
 // header X-Omnistage-Pipeline (hop.HeaderPipeline) or ?model= names, the
 // default one without either; the payload of a call must be that
 // pipeline's, as the hop server checks.
@@ -486,7 +488,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := p.hop.Serve(w, r); err != nil {
 		s.fail(w, r, err)
-		if rf := (*hop.Refusal)(nil); errors.As(err, &rf) {
+		if rf := (*stageserver.Refusal)(nil); errors.As(err, &rf) {
 			rf.Drain()
 		}
 	}

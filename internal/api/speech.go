@@ -13,12 +13,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/omnistage/omnistage/internal/api/requestid"
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/audio/encode"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/flite/talker"
-	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 )
@@ -45,7 +45,6 @@ const MaxTimestampsHeader = 4 << 10
 
 // Headers of POST /v1/audio/speech.
 const (
-	headerRequestID         = "X-Request-Id"
 	headerSampleRate        = "X-Sample-Rate"
 	headerTimestamps        = "X-Word-Timestamps"
 	headerTimestampsOmitted = "X-Word-Timestamps-Omitted"
@@ -91,7 +90,7 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 	}
 	var tp talker.Params
 	if req.Voice.ID != "" {
-		v, err := s.voiceSet(pl).resolve(req.Voice.ID)
+		v, err := resolveVoice(pl, req.Voice.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -113,7 +112,7 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 	if p.timestamps && p.stream == streamAudio {
 		return nil, httperr.BadRequest("word timestamps cannot ride on chunked audio (stream_format audio): use stream_format sse, which sends a speech.word_timestamps event, or no stream_format, which sends the %s header", headerTimestamps)
 	}
-	id, err := hop.RequestID(r, "")
+	id, err := requestid.From(r, "")
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@ import (
 // traced wraps h (the observed routes) in otelhttp's server spans. The
 // probes and /metrics are not traced (they are polled; a trace each
 // would drown the requests); /v1/run starts its own span once its
-// payload has named the parent (package hop).
+// payload has named the parent (package stageserver).
 func traced(h http.Handler, tp trace.TracerProvider) http.Handler {
 	return otelhttp.NewHandler(h, "omnistage",
 		otelhttp.WithTracerProvider(tp),

@@ -160,7 +160,7 @@ func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
 		voice = ev.Speaker.ID
 	}
 	if voice != "" {
-		if tp.Voice, err = s.voiceSet(p).resolve(voice); err != nil {
+		if tp.Voice, err = resolveVoice(p, voice); err != nil {
 			return nil, err
 		}
 	}

@@ -307,7 +307,7 @@ func (env Env) benchOrchestrator(ctx context.Context, c *benchCommand) (*orchest
 	if c.turns {
 		sched = turns.NewDefault()
 	}
-	o, stop, err := env.startLocal(ctx, "bench", cfg, payload.NewCodec([]byte(key)), slog.LevelWarn, sched)
+	o, stop, err := env.startLocal(ctx, "bench", cfg, payload.NewCodec([]byte(key)), slog.LevelWarn, sched, nil)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage bench: %v\n", err)
 		return nil, nil, ExitFailure

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omnistage/omnistage/internal/hop"
+	"github.com/omnistage/omnistage/internal/stageserver"
 )
 
 // TestServeHopLimits: the --hop-* flags become the API's hop limits, 0
@@ -15,11 +15,11 @@ import (
 func TestServeHopLimits(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
-		want hop.Limits
+		want stageserver.Limits
 	}{
-		{nil, hop.Limits{MinInputRate: hop.DefaultMinInputRate, InputWindow: hop.DefaultInputWindow}},
-		{[]string{"--hop-min-input-rate", "0", "--hop-max-duration", "-1s"}, hop.Limits{MinInputRate: -1, InputWindow: hop.DefaultInputWindow, MaxDuration: -time.Second}},
-		{[]string{"--hop-min-input-rate", "1024", "--hop-input-window", "2s", "--hop-max-duration", "1h"}, hop.Limits{MinInputRate: 1024, InputWindow: 2 * time.Second, MaxDuration: time.Hour}},
+		{nil, stageserver.Limits{MinInputRate: stageserver.DefaultMinInputRate, InputWindow: stageserver.DefaultInputWindow}},
+		{[]string{"--hop-min-input-rate", "0", "--hop-max-duration", "-1s"}, stageserver.Limits{MinInputRate: -1, InputWindow: stageserver.DefaultInputWindow, MaxDuration: -time.Second}},
+		{[]string{"--hop-min-input-rate", "1024", "--hop-input-window", "2s", "--hop-max-duration", "1h"}, stageserver.Limits{MinInputRate: 1024, InputWindow: 2 * time.Second, MaxDuration: time.Hour}},
 	} {
 		f, _, ok := parseServeFlags(Env{Stderr: io.Discard}, tc.args)
 		if !ok {

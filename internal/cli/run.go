@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/omnistage/omnistage/internal/audio"
+	"github.com/omnistage/omnistage/internal/coordinator"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/flite/talker"
 	"github.com/omnistage/omnistage/internal/hop"
@@ -103,7 +104,7 @@ func parseRun(env Env, args []string) (c *runCommand, status int, ok bool) {
 	fs.StringVar(&c.apiKeyFile, "api-key-file", "", "send the API key in `FILE` as a bearer token")
 	fs.StringVar(&c.requestID, "request-id", "", "the request id (default: the server generates one)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long (0: no limit)")
-	fs.DurationVar(&c.hopTimeout, "hop-timeout", hop.DefaultAnswerTimeout, "give up on a server whose answer has not begun, or has gone silent, for this long, and try the stage's next server if it has one and nothing of the answer was passed on yet (negative: wait forever)")
+	fs.DurationVar(&c.hopTimeout, "hop-timeout", coordinator.DefaultAnswerTimeout, "give up on a server whose answer has not begun, or has gone silent, for this long, and try the stage's next server if it has one and nothing of the answer was passed on yet (negative: wait forever)")
 	pos, status, ok := parse(fs, args)
 	if !ok {
 		return nil, status, false
@@ -159,7 +160,7 @@ func (c *runCommand) run(ctx context.Context, env Env) int {
 		ctx, span = tp.Tracer(telemetry.Name).Start(ctx, "omnistage run", trace.WithAttributes(attribute.Int("omnistage.stages", c.numIDs)))
 		defer span.End()
 	}
-	chain := &hop.Chain{Client: client, Stages: c.stages, AnswerTimeout: c.hopTimeout, OnCall: func(h hop.CallReport) { printCall(env.Stderr, h) }}
+	chain := &coordinator.Chain{Client: client, Stages: c.stages, AnswerTimeout: c.hopTimeout, OnCall: func(h coordinator.CallReport) { printCall(env.Stderr, h) }}
 	res, err := chain.Run(ctx, req, func(kind engine.Kind, ch engine.Chunk) error {
 		switch {
 		case ch.Audio != nil:
@@ -260,7 +261,7 @@ func runRequest(text, requestID string, timestamps bool, numIDs int, tp talker.P
 }
 
 // printCall writes one progress line: a call of the chain.
-func printCall(w io.Writer, h hop.CallReport) {
+func printCall(w io.Writer, h coordinator.CallReport) {
 	if h.Err != nil {
 		then := "giving up"
 		switch {
@@ -291,7 +292,7 @@ func ms(d time.Duration) string {
 
 func printRunError(w io.Writer, err error) {
 	var he *hop.HTTPError
-	var se *hop.CallError
+	var se *coordinator.CallError
 	switch {
 	case errors.As(err, &he) && errors.As(err, &se) && he.Status < 500:
 		fmt.Fprintf(w, "omnistage run: stage %d at %s refused the request (%d %s): %s\n", se.Stage, se.URL, he.Status, he.Code, he.Message)
@@ -306,7 +307,7 @@ func printRunError(w io.Writer, err error) {
 
 // reportRun prints the outcome of a finished run: the audio written, or
 // the text answer, and the timestamps when asked for.
-func reportRun(env Env, res *hop.Outcome, sink *audioSink, text string, words []engine.Word, timestamps bool, took time.Duration) int {
+func reportRun(env Env, res *coordinator.Outcome, sink *audioSink, text string, words []engine.Word, timestamps bool, took time.Duration) int {
 	if sink.samples == 0 {
 		if text != "" {
 			fmt.Fprintln(env.Stdout, text)

@@ -26,6 +26,7 @@ import (
 	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/telemetry"
 	"github.com/omnistage/omnistage/internal/turns"
+	"github.com/omnistage/omnistage/internal/voice"
 )
 
 // MaxSayInput bounds the text `say` reads from standard input.
@@ -50,6 +51,8 @@ type sayCommand struct {
 	captionsPath  string // "" for none
 	captionFormat string
 	logLevel      slog.Level
+	voice         string  // --voice: a voice or alias of the pipeline's ("": the talker's own)
+	speed         float64 // --speed (0: the talker's own)
 }
 
 // sayUsage reports a usage error of say.
@@ -63,9 +66,9 @@ func sayUsage(env Env, err error) int {
 func parseSay(env Env, args []string) (c *sayCommand, status int, ok bool) {
 	fs := newFlags(env, "say", "say [--config F] [--voice V] [--speed S] [--timestamps] [--captions F] [-o out.wav] [--format F] TEXT   (TEXT '-' reads stdin)")
 	config := fs.String("config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline)")
-	voice := fs.String("voice", "", "voice of the talker stage (slt, rms, awb; kal16 needs a diphone pipeline)")
-	speed := fs.Float64("speed", 0, fmt.Sprintf("speaking rate, %g to %g (1 is normal)", talker.MinSpeed, talker.MaxSpeed))
 	c = &sayCommand{logLevel: slog.LevelWarn}
+	fs.StringVar(&c.voice, "voice", "", "voice of the talker stage, or an alias of one (GET /v1/audio/voices lists them: slt, rms, awb, OpenAI's names)")
+	fs.Float64Var(&c.speed, "speed", 0, fmt.Sprintf("speaking rate, %g to %g (1 is normal)", talker.MinSpeed, talker.MaxSpeed))
 	fs.BoolVar(&c.stamps, "timestamps", false, "also align the audio and print word timestamps as JSON on stdout")
 	fs.StringVar(&c.outPath, "o", "out.wav", "write the audio here ('-' for stdout), in the format its extension names (mp3, opus, aac, flac, wav, pcm)")
 	format := fs.String("format", "", "audio format, whatever -o's extension: mp3, opus, aac, flac, wav or pcm (default: by extension, else wav)")
@@ -102,11 +105,8 @@ func parseSay(env Env, args []string) (c *sayCommand, status int, ok bool) {
 	if c.stamps || c.captionFormat != "" {
 		c.req.Modalities = append(c.req.Modalities, string(engine.KindTimestamps))
 	}
-	if *speed != 0 && !talker.SpeedOK(*speed) {
-		return nil, sayUsage(env, fmt.Errorf("--speed %g is out of range: use %g to %g", *speed, talker.MinSpeed, talker.MaxSpeed)), false
-	}
-	if c.req.Params, err = talkerFlags(*voice, *speed).SamplingParams(c.cfg.Route.NumIDs()); err != nil {
-		return nil, sayUsage(env, err), false
+	if c.speed != 0 && !talker.SpeedOK(c.speed) {
+		return nil, sayUsage(env, fmt.Errorf("--speed %g is out of range: use %g to %g", c.speed, talker.MinSpeed, talker.MaxSpeed)), false
 	}
 	return c, ExitOK, true
 }
@@ -121,14 +121,22 @@ func talkerFlags(voice string, speed float64) talker.Params {
 	return p
 }
 
-// run speaks the text and writes the outputs.
+// run speaks the text and writes the outputs. It builds only the stages
+// the request runs: without timestamps, not the aligner.
 func (c *sayCommand) run(ctx context.Context, env Env) int {
-	o, stop, err := env.startLocal(ctx, "say", c.cfg, payload.NewCodec(nil), c.logLevel, nil)
+	sel, err := c.cfg.Route.Select(c.req.Modalities)
+	if err != nil {
+		return sayUsage(env, err)
+	}
+	o, stop, err := env.startLocal(ctx, "say", c.cfg, payload.NewCodec(nil), c.logLevel, nil, sel.Stages)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
 		return ExitFailure
 	}
 	defer stop()
+	if c.req.Params, err = c.talkerParams(o); err != nil {
+		return sayUsage(env, err)
+	}
 	start := time.Now()
 	result, err := synthesize(ctx, o, c.req)
 	if err != nil {
@@ -165,6 +173,20 @@ func (c *sayCommand) run(ctx context.Context, env Env) int {
 		}
 	}
 	return ExitOK
+}
+
+// talkerParams returns the request's sampling params: the talker's voice
+// (what --voice names on this pipeline: one of its voices or aliases, as
+// a speech request's voice does) and speed.
+func (c *sayCommand) talkerParams(o *orchestrator.Orchestrator) ([]json.RawMessage, error) {
+	v := c.voice
+	if v != "" {
+		var err error
+		if v, err = voice.NewCache(o, c.cfg.VoiceAliases).Set().Resolve(v); err != nil {
+			return nil, fmt.Errorf("--voice: %w", err)
+		}
+	}
+	return talkerFlags(v, c.speed).SamplingParams(c.cfg.Route.NumIDs())
 }
 
 // writeCaptions writes the captions of the spoken text.
@@ -275,14 +297,16 @@ func writeAudio(env Env, path, format string, a *engine.Audio) error {
 // startLocal builds and starts an orchestrator for cfg in this process,
 // logging at level to stderr, its requests taking turns on the CPU from
 // sched when not nil, and returns it with the function that shuts it
-// down (its failure reported as command's).
-func (env Env) startLocal(ctx context.Context, command string, cfg *pipeline.Config, codec *payload.Codec, level slog.Level, sched *turns.Scheduler) (*orchestrator.Orchestrator, func(), error) {
+// down (its failure reported as command's). Stages, when not nil, are
+// the only ones it builds.
+func (env Env) startLocal(ctx context.Context, command string, cfg *pipeline.Config, codec *payload.Codec, level slog.Level, sched *turns.Scheduler, stages []int) (*orchestrator.Orchestrator, func(), error) {
 	tracing, stopTracing, err := env.startTracing(ctx, command, command)
 	if err != nil {
 		return nil, nil, err
 	}
 	opts := env.orchestratorOptions(cfg, codec, tracing.TracerProvider(), sched)
 	opts.Logger = slog.New(telemetry.LogHandler(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})))
+	opts.Stages = stages
 	o, err := orchestrator.New(cfg, opts)
 	if err != nil {
 		stopTracing()

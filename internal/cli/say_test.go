@@ -187,3 +187,48 @@ func TestSayAACTimestamps(t *testing.T) {
 		}
 	}
 }
+
+// TestSayVoiceAliases: --voice takes the pipeline's aliases as a speech
+// request's voice does, and says which names it takes.
+func TestSayVoiceAliases(t *testing.T) {
+	dir := t.TempDir()
+	speak := func(voice string) []byte {
+		out := filepath.Join(dir, voice+".wav")
+		if _, stderr, code := runCLIStdin(t, "", "say", "--voice", voice, "-o", out, "Hello there."); code != 0 {
+			t.Fatalf("--voice %s: exit %d: %s", voice, code, stderr)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if !bytes.Equal(speak("Alloy"), speak("slt")) {
+		t.Error("--voice Alloy does not speak as slt, the voice it stands for")
+	}
+	_, stderr, code := runCLIStdin(t, "", "say", "--voice", "nobody", "hi")
+	if code != ExitUsage || !strings.Contains(stderr, "voices are slt, rms, awb, and the aliases alloy") {
+		t.Errorf("unknown voice: exit %d, %q", code, stderr)
+	}
+}
+
+// TestSayBuildsWhatItUses: without --timestamps, say builds no aligner
+// (its dictionary is most of a short say's work); with them, it does.
+func TestSayBuildsWhatItUses(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.wav")
+	for _, tc := range []struct {
+		args    []string
+		aligner bool
+	}{
+		{[]string{"say", "-v", "-o", out, "Hi."}, false},
+		{[]string{"say", "-v", "--timestamps", "-o", out, "Hi."}, true},
+	} {
+		_, stderr, code := runCLIStdin(t, "", tc.args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, stderr)
+		}
+		if got := strings.Contains(stderr, "replica=aligner/0"); got != tc.aligner {
+			t.Errorf("%v: aligner built %v, want %v:\n%s", tc.args, got, tc.aligner, stderr)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/omnistage/omnistage/internal/api/apitest"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/hop"
+	"github.com/omnistage/omnistage/internal/hop/hoptest"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/payload"
@@ -50,8 +51,8 @@ func BenchmarkHop(b *testing.B) {
 	unsigned := payload.NewCodec(nil)
 	server := testkit.Parse(b, fmt.Sprintf(hopBench, 1, "    - {id: 1, max_inflight: 64, options: {passthrough: true}}"))
 	stage := 1
-	url := apitest.Start(b, server, orchestrator.Options{Registry: registry(nil)}, api.Options{Stage: &stage, Codec: signed}).URL
-	unsignedURL := apitest.Start(b, server, orchestrator.Options{Registry: registry(nil)}, api.Options{Stage: &stage, Codec: unsigned}).URL
+	url := apitest.Start(b, server, orchestrator.Options{Registry: hoptest.Registry(nil)}, api.Options{Stage: &stage, Codec: signed}).URL
+	unsignedURL := apitest.Start(b, server, orchestrator.Options{Registry: hoptest.Registry(nil)}, api.Options{Stage: &stage, Codec: unsigned}).URL
 	text := strings.Repeat("x", 3200)
 	// h2c is the transport the hop did not choose (see the package
 	// documentation), measured for comparison.
@@ -75,7 +76,7 @@ func BenchmarkHop(b *testing.B) {
 			if tc.client != nil {
 				place = clientPlacement{cfg: cfg, client: tc.client, codec: tc.codec}
 			}
-			o := orchtest.Start(b, cfg, orchestrator.Options{Registry: registry(nil),
+			o := orchtest.Start(b, cfg, orchestrator.Options{Registry: hoptest.Registry(nil),
 				Placements: map[pipeline.Placement]orchestrator.Placement{pipeline.PlacementRemote: place}}, 10*time.Second)
 			b.Run(fmt.Sprintf("%s/chunks=%d", tc.name, chunks), func(b *testing.B) {
 				b.ReportAllocs()

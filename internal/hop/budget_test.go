@@ -17,6 +17,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/testengine"
 	"github.com/omnistage/omnistage/internal/hop"
+	"github.com/omnistage/omnistage/internal/hop/hoptest"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/testkit"
@@ -29,10 +30,10 @@ import (
 // waits, and is refused as overloaded once the body read timeout passes.
 // When the calls end, their memory is free again.
 func TestBodyBudget(t *testing.T) {
-	cfg := testkit.Parse(t, strings.Replace(textPipeline, "    - {id: 0, options: {chunks: 2}}", "    - {id: 0, options: {chunks: 2}}\n    - {id: 1, max_inflight: 8}", 1))
-	hand := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(nil)}, api.Options{})
+	cfg := testkit.Parse(t, strings.Replace(hoptest.TextPipeline, "    - {id: 0, options: {chunks: 2}}", "    - {id: 0, options: {chunks: 2}}\n    - {id: 1, max_inflight: 8}", 1))
+	hand := apitest.Start(t, cfg, orchestrator.Options{Registry: hoptest.Registry(nil)}, api.Options{})
 	// A payload for stage 1 of about 6 MB, an 8 MB body.
-	first, _ := json.Marshal(prompt(strings.Repeat("many words here ", 3<<16)))
+	first, _ := json.Marshal(hoptest.Prompt(strings.Repeat("many words here ", 3<<16)))
 	answer, err := http.Post(hand.URL+"/v1/run", "application/json", bytes.NewReader(first))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestBodyBudget(t *testing.T) {
 		return nil
 	}}
 	one := 1
-	srv := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(hooks)}, api.Options{
+	srv := apitest.Start(t, cfg, orchestrator.Options{Registry: hoptest.Registry(hooks)}, api.Options{
 		Stage: &one, MaxRunBody: int64(len(body)) + 1024, BodyReadTimeout: 2 * time.Second,
 	})
 	// A call that is not refused waits for release: the client gives up
@@ -136,7 +137,7 @@ func (r *idleRecorder) String() string {
 // that memory was taken and given back, so that what it left is trimmed
 // once the server is quiet, as after a request.
 func TestRefusedBodiesTrim(t *testing.T) {
-	cfg := testkit.Parse(t, textPipeline)
+	cfg := testkit.Parse(t, hoptest.TextPipeline)
 	unsigned, err := payload.NewCodec(nil).Encode(&payload.Envelope{Pipeline: cfg.Pipeline.Name, Digest: cfg.Digest(), TransferID: "t", RequestID: "r",
 		From: 0, To: 1, Final: 1, Params: make([]json.RawMessage, cfg.Route.NumIDs()), Outputs: []string{"text"},
 		Data: []engine.Chunk{{Text: &engine.Text{Text: strings.Repeat("x", 1<<20)}}}})
@@ -146,7 +147,7 @@ func TestRefusedBodiesTrim(t *testing.T) {
 	body, _ := json.Marshal(map[string]any{"stage_id": 1, "stage_input": unsigned})
 	obs := &idleRecorder{}
 	one := 1
-	srv := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(nil)}, api.Options{
+	srv := apitest.Start(t, cfg, orchestrator.Options{Registry: hoptest.Registry(nil)}, api.Options{
 		Stage: &one, Codec: payload.NewCodec([]byte("refused-bodies-key-0123456789")), RunMemoryIdle: obs,
 	})
 	for range 2 {

@@ -187,7 +187,7 @@ func (c *Caller) streamError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return answerError(err)
+	return AnswerError(err)
 }
 
 // request returns the call's body and content type. The body takes
@@ -198,7 +198,7 @@ func (c *Caller) streamError(ctx context.Context, err error) error {
 // streamed request's stage 0 body, is written from job.In as the server
 // reads it. Closing the body stops the writer.
 func (c *Caller) request(ctx context.Context, job *engine.Job) (*inputBody, string) {
-	if c.stage == entryStage && job.Prompt.Feed == nil {
+	if c.stage == EntryStage && job.Prompt.Feed == nil {
 		return &inputBody{open: func(b *inputBody) (io.Reader, error) { return c.entryRequest(ctx, job) }}, "application/json"
 	}
 	id := job.RequestID
@@ -206,9 +206,9 @@ func (c *Caller) request(ctx context.Context, job *engine.Job) (*inputBody, stri
 		id = fmt.Sprintf("hop-%d", time.Now().UnixNano())
 	}
 	from, prompt := c.upstream, job.Prompt
-	if c.stage == entryStage {
+	if c.stage == EntryStage {
 		// The request's text, as it arrives: stage 0's own input.
-		from, prompt = entryStage, engine.Prompt{}
+		from, prompt = EntryStage, engine.Prompt{}
 	}
 	head := &payload.Envelope{
 		Pipeline: c.pipeline, Digest: c.digest, TransferID: id, RequestID: id,
@@ -237,11 +237,11 @@ func (c *Caller) entryRequest(ctx context.Context, job *engine.Job) (io.Reader, 
 		}
 		text.WriteString(ch.Text.Text)
 	}
-	prompt, err := json.Marshal(entryInput{Text: text.String()})
+	prompt, err := json.Marshal(EntryInput{Text: text.String()})
 	if err != nil {
 		return nil, err
 	}
-	stage := entryStage
+	stage := EntryStage
 	req := &RunRequest{StageID: &stage, StageInput: prompt, RequestID: job.RequestID, OutputModalities: c.outputs}
 	if job.Params != nil {
 		req.SamplingParams = c.params(job.Params)

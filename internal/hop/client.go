@@ -191,7 +191,7 @@ func (c *Client) Open(ctx context.Context, base string, body io.Reader, contentT
 		Output: engine.Kind(resp.Header.Get(HeaderOutput)), Body: resp.Body}
 	stage, err := strconv.Atoi(resp.Header.Get(HeaderStage))
 	switch {
-	case !isStream(resp.Header.Get("Content-Type")):
+	case !IsStream(resp.Header.Get("Content-Type")):
 		err = fmt.Errorf("the answer is %q, not a stream (%s): is %s an omnistage stage server of this release?", resp.Header.Get("Content-Type"), ContentType, base)
 	case err != nil || stage < 0:
 		err = fmt.Errorf("the answer's %s header is %q, not a stage id", HeaderStage, resp.Header.Get(HeaderStage))
@@ -254,11 +254,11 @@ func transportError(ctx context.Context, err error) error {
 	return &TransportError{Err: err}
 }
 
-// answerError types an error reading an answer's stream: an error frame
+// AnswerError types an error reading an answer's stream: an error frame
 // becomes an *HTTPError, as if the server had answered with its status; a
 // stream that is not what it should be stays a *payload.Error; a stream
 // cut short, or a failed read, is a *TransportError (the connection broke).
-func answerError(err error) error {
+func AnswerError(err error) error {
 	var se *payload.StreamError
 	if errors.As(err, &se) {
 		return &HTTPError{Status: se.Status, Code: se.Code, Message: se.Message}

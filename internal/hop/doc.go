@@ -1,8 +1,10 @@
-// Package hop is POST /v1/run, both sides: running exactly one stage of a
-// pipeline per call on a stage server (Server), and calling stage servers
-// (Client; Caller, for a pipeline whose stage runs elsewhere; Chain, for a
-// coordinator that drives a whole request across stage servers). The
-// bytes of what travels between stages are package payload's.
+// Package hop is POST /v1/run seen from below the orchestrator: the
+// names and JSON bodies both sides of the call share, and the client of
+// stage servers (Client; Caller, which is how a pipeline's stage runs on
+// a replica elsewhere, for placements remote and process). The stage
+// server's side is package stageserver, the coordinator that drives a
+// whole request across stage servers package coordinator; the bytes of
+// what travels between stages are package payload's.
 //
 // # Two forms of one call
 //
@@ -24,9 +26,9 @@
 // streamed request: a voice agent's, a Wyoming stream's), a payload
 // stream whose hand-off header goes from stage 0 to stage 0 with an empty
 // prompt text, then the text's pieces as text data frames as they arrive:
-// the stage takes each as it comes (the talker speaks each sentence once
-// the next has begun), and its prompt's Feed holds the text so far. The answer's headers come as soon as the stage is bound to
-// a replica, before any output, and say what the one-shot answer says in
+// the stage takes each as it comes, and its prompt's Feed holds the text
+// so far. The answer's headers come as soon as the stage is bound to a
+// replica, before any output, and say what the one-shot answer says in
 // its fields: X-Request-Id, HeaderStage (the stage that takes the answer
 // next, or the stage that ran), HeaderFinished, and HeaderOutput when the
 // request selected the stage's output. The answer's body is a payload
@@ -34,67 +36,32 @@
 // that stage's server as it arrives without reading it, or, when finished,
 // a result stream of the stage's output. A streamed payload carries no
 // outputs of earlier stages: a coordinator keeps the data of every answer
-// that has HeaderOutput as it passes (Chain does). A failure before the
-// answer's headers is an HTTP error status, as in the one-shot form; one
-// after them ends the stream with an error frame carrying the status, code
-// and message.
+// that has HeaderOutput as it passes. A failure before the answer's
+// headers is an HTTP error status, as in the one-shot form; one after them
+// ends the stream with an error frame carrying the status, code and
+// message.
 //
-// # Identity of a hop
+// # Errors
 //
-// A hop is one call. Its request id (request_id, X-Request-Id, or the
-// payload's) names the request it belongs to, for logs, X-Request-Id and
-// DELETE /v1/requests/{id}, but it is not the hop's identity and it is not
-// claimed: two calls with identical bodies are two hops, and both run. So
-// a coordinator that retries a hop after a timeout, while the first
-// attempt still runs, gets two answers, never a 409. DELETE
-// /v1/requests/{id} on a stage server aborts every hop of that request
-// there (see package orchestrator).
-//
-// # Bounds
-//
-// A stage server bounds every streamed hop (Limits): the rate of its
-// input within a frame, the pause between two frames, and its length, so
-// that a caller that sends slowly cannot hold a replica. A Chain bounds
-// every silence of its calls' answers.
+// Every error of a call is one of three kinds, so that a caller can tell
+// whose fault it was: an *HTTPError (the server answered with an error
+// status, or an error frame), a *TransportError (the connection failed or
+// the stream was cut short: the replica may be gone), or a
+// *payload.Error (the answer was not what the protocol says).
 //
 // # Transport
 //
 // A streamed hop is one HTTP/1.1 request whose body and answer stream at
 // once (full duplex), each frame flushed as it is written; its connection
 // is kept alive for the next call when both bodies ended cleanly.
-// Cancelling the call closes the connection: the server's frame reader
-// sees it at once, ends the hop, and the stage's engine sees its context
-// end. Back-pressure is TCP's: a stage that does not read its input stops
-// the server reading the connection (past the few frames it reads ahead),
-// and a caller that does not read the answer blocks the server's writes,
-// each bounded by a deadline.
-//
-// The choice was made by measurement (BenchmarkTransport, BenchmarkHop) on
-// the 2-vCPU machine this project is tested on, against HTTP/2 without TLS
-// (h2c), with the same framing and signing; gRPC runs over HTTP/2 too, so
-// it would cost at least what h2c does, plus protobuf framing and a code
-// generator, for frames that are already binary. Per call and per chunk of
-// about 3 KB (100 ms of 16 kHz audio):
-//
-//	                           HTTP/1.1   h2c
-//	echo, one frame round trip    83 µs   114 µs
-//	echo, streamed, per frame     28 µs    43 µs
-//	hop, per call (signed)       416 µs   611 µs
-//	hop, per chunk (signed)       32 µs    44 µs
-//	hop, per chunk (unsigned)     29 µs
-//
-// (Medians of 6 runs of go test -bench 'Transport|Hop/' -count 6; hop: a
-// pass-through stage on a stage server, less the same stage in process,
-// per chunk the slope from 1 to 64 chunks; a bare TCP round trip of the
-// same bytes takes 23 µs here; a call's cost is mostly that of opening a
-// streamed request, 424 µs for an echo.) Go's HTTP/2 server hands every
-// 4 KiB of an answer to its connection goroutine and back, and flow
-// control adds writes of its own. What HTTP/1.1 gives up: a hop holds a
-// connection of its own while it runs (calls are few: a replica runs two
-// at once by default), and a server notices a caller that went away only
-// by reading or writing, which is why the server reads the input ahead of
-// the stage, and, while that read-ahead is full, watches the connection's
-// TCP state (WithConn). Proxies between hops must
-// not buffer bodies (a Kubernetes Service does not). Stage servers also
-// speak h2c, to clients that want it.
+// Cancelling the call closes the connection: the server sees it at once
+// and ends the hop. Back-pressure is TCP's. HTTP/1.1 was chosen over
+// HTTP/2 without TLS (h2c) by measurement: BenchmarkTransport in this
+// package compares the two with the same framing and signing (h2c cost
+// 1.4 to 1.5 times as much per call and per chunk here, since Go's HTTP/2
+// hands every 4 KiB of an answer between goroutines and flow control adds
+// writes of its own; gRPC runs over HTTP/2 too). What HTTP/1.1 gives up: a
+// hop holds a connection of its own while it runs. Proxies between hops
+// must not buffer bodies (a Kubernetes Service does not). Stage servers
+// also speak h2c, to clients that want it.
 package hop

@@ -10,21 +10,22 @@ import (
 	"github.com/omnistage/omnistage/internal/api/apitest"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/hop"
+	"github.com/omnistage/omnistage/internal/hop/hoptest"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
-// TestCallerServerRoundTrip runs each stage of textPipeline through both
+// TestCallerServerRoundTrip runs each stage of hoptest.TextPipeline through both
 // sides of a hop, the Caller (what a placement calls) against the Server
 // (behind a headless stage server), and compares what comes back with the
 // same stage run in process: the entry stage (a JSON request, a hand-off
 // answer), a middle stage (a stream both ways) and the last (a result
 // stream). A Caller with another key is refused, naming why.
 func TestCallerServerRoundTrip(t *testing.T) {
-	cfg := testkit.Parse(t, textPipeline)
+	cfg := testkit.Parse(t, hoptest.TextPipeline)
 	codec := payload.NewCodec([]byte("round-trip-key-0123456789"))
-	local := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(nil)}, api.Options{})
+	local := apitest.Start(t, cfg, orchestrator.Options{Registry: hoptest.Registry(nil)}, api.Options{})
 	in := []engine.Chunk{{Text: &engine.Text{Text: "one"}}, {Text: &engine.Text{Text: "two"}}, {Text: &engine.Text{Text: "three"}}}
 	params := json.RawMessage(`{"tag":"p"}`)
 	for stage := range 3 {
@@ -46,7 +47,7 @@ func TestCallerServerRoundTrip(t *testing.T) {
 		want := texts(res[0].Chunks)
 
 		s := stage
-		url := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(nil)}, api.Options{Stage: &s, Codec: codec}).URL
+		url := apitest.Start(t, cfg, orchestrator.Options{Registry: hoptest.Registry(nil)}, api.Options{Stage: &s, Codec: codec}).URL
 		caller, err := hop.NewCaller(cfg, stage, &hop.Client{}, codec)
 		if err != nil {
 			t.Fatal(err)

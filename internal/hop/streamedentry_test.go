@@ -18,6 +18,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/testengine"
 	"github.com/omnistage/omnistage/internal/hop"
+	"github.com/omnistage/omnistage/internal/hop/hoptest"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/testkit"
@@ -57,7 +58,7 @@ func (s chanSink) next(t *testing.T) engine.Chunk {
 // input is still open, the server's stage sees the text so far in its
 // prompt's feed, and the rest follows in order.
 func TestCallerStreamedEntry(t *testing.T) {
-	cfg := testkit.Parse(t, textPipeline)
+	cfg := testkit.Parse(t, hoptest.TextPipeline)
 	codec := payload.NewCodec([]byte("streamed-entry-key-0123456789"))
 	feeds := make(chan string, 16)
 	hooks := &testengine.Hooks{Chunk: func(ctx context.Context, e *testengine.Engine, job *engine.Job, n int) error {
@@ -68,7 +69,7 @@ func TestCallerStreamedEntry(t *testing.T) {
 		return nil
 	}}
 	stage := 0
-	srv := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(hooks)}, api.Options{Stage: &stage, Codec: codec})
+	srv := apitest.Start(t, cfg, orchestrator.Options{Registry: hoptest.Registry(hooks)}, api.Options{Stage: &stage, Codec: codec})
 	caller, err := hop.NewCaller(cfg, 0, &hop.Client{}, codec)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +106,7 @@ func TestCallerStreamedEntry(t *testing.T) {
 	if text, done := feed.Text(); text != "one two" || !done {
 		t.Errorf("this side's feed: %q, done %v", text, done)
 	}
-	idle(t, srv.Orch)
+	hoptest.Idle(t, srv.Orch)
 }
 
 // drain yields the rest of a call's output, once the call has returned
@@ -136,9 +137,9 @@ func drain(t *testing.T, out chanSink, done chan error) func(func(engine.Chunk) 
 // TestStreamedEntryRefusals: a stage 0 stream must come from stage 0, with
 // an empty prompt text (its text is in its data frames).
 func TestStreamedEntryRefusals(t *testing.T) {
-	cfg := testkit.Parse(t, textPipeline)
+	cfg := testkit.Parse(t, hoptest.TextPipeline)
 	stage := 0
-	srv := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(nil)}, api.Options{Stage: &stage})
+	srv := apitest.Start(t, cfg, orchestrator.Options{Registry: hoptest.Registry(nil)}, api.Options{Stage: &stage})
 	codec := payload.NewCodec(nil)
 	for _, tc := range []struct {
 		name string
@@ -174,9 +175,9 @@ func TestStreamedEntryRefusals(t *testing.T) {
 // back in the answer (a pass-through stage keeps it), as the talker's
 // spans travel to a vocoder on a stage server and its audio's back.
 func TestSpanCrossesHop(t *testing.T) {
-	cfg := testkit.Parse(t, textPipeline+"    - {id: 1, options: {passthrough: true}}\n")
+	cfg := testkit.Parse(t, hoptest.TextPipeline+"    - {id: 1, options: {passthrough: true}}\n")
 	stage := 1
-	srv := apitest.Start(t, cfg, orchestrator.Options{Registry: registry(nil)}, api.Options{Stage: &stage})
+	srv := apitest.Start(t, cfg, orchestrator.Options{Registry: hoptest.Registry(nil)}, api.Options{Stage: &stage})
 	caller, err := hop.NewCaller(cfg, 1, &hop.Client{}, payload.NewCodec(nil))
 	if err != nil {
 		t.Fatal(err)

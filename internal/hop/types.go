@@ -5,12 +5,17 @@ package hop
 
 import (
 	"encoding/json"
+	"mime"
 
 	"github.com/omnistage/omnistage/internal/apijson"
 )
 
 // Path is the path of the one-stage endpoint.
 const Path = "/v1/run"
+
+// EntryStage is the stage every route starts at, the one that takes a
+// prompt.
+const EntryStage = 0
 
 // ContentType is the media type of a streamed /v1/run body, in either
 // direction: a payload stream (see package payload).
@@ -35,6 +40,12 @@ const (
 	HeaderPipeline = "X-Omnistage-Pipeline"
 )
 
+// IsStream reports whether a Content-Type is ContentType.
+func IsStream(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == ContentType
+}
+
 // RunRequest is the JSON body of POST /v1/run.
 //
 // For stage 0, StageInput is a prompt object ({"text": "..."}) and
@@ -54,9 +65,9 @@ type RunRequest struct {
 	Finished *bool `json:"finished,omitempty"`
 }
 
-// entryInput is stage 0's stage_input: {"text": "..."}, or, as vLLM-Omni's
+// EntryInput is stage 0's stage_input: {"text": "..."}, or, as vLLM-Omni's
 // clients send it, {"prompt": "..."}.
-type entryInput struct {
+type EntryInput struct {
 	Text   string  `json:"text,omitempty"`
 	Prompt *string `json:"prompt,omitempty"`
 }

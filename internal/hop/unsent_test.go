@@ -11,6 +11,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/hop"
+	"github.com/omnistage/omnistage/internal/hop/hoptest"
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
@@ -34,7 +35,7 @@ func (s *countingSource) Recv(ctx context.Context) (engine.Chunk, error) {
 // elsewhere; a call whose connection breaks after the server read its
 // body does not.
 func TestCallerUnsent(t *testing.T) {
-	cfg := testkit.Parse(t, textPipeline)
+	cfg := testkit.Parse(t, hoptest.TextPipeline)
 	codec := payload.NewCodec(nil)
 	refused := "http://" + testkit.FreeAddr(t)
 	// A server that reads the whole body, then drops the connection.

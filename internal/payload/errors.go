@@ -30,12 +30,12 @@ const (
 	// duplicated or taken from another stream, or the key differs.
 	CodeSignatureInvalid = "payload_signature_invalid"
 	// CodeUndecodable: a body is not the msgpack of this version (or, for
-	// package hop, a stream is not what a /v1/run request stream must be).
+	// package stageserver, a stream is not what a /v1/run request stream must be).
 	CodeUndecodable = "payload_undecodable"
 	// CodeMissingField: a required field is absent or empty.
 	CodeMissingField = "payload_missing_field"
 	// CodeOutOfRange: a stage id or a length does not fit the pipeline (or,
-	// for package hop, the payload does not fit its request's route).
+	// for package stageserver, the payload does not fit its request's route).
 	CodeOutOfRange = "payload_out_of_range"
 	// CodeWrongStage: the payload or stream is addressed to another stage.
 	CodeWrongStage = "payload_wrong_stage"

@@ -21,8 +21,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// mainYAML is the default test pipeline: the speaker alone, at 16 kHz.
+// mainYAML is the default test pipeline: the speaker alone, at 16 kHz,
+// with an alias.
 const mainYAML = `
+voice_aliases: {bobby: bob}
 pipeline:
   name: main
   input: text
@@ -32,8 +34,9 @@ deploy:
   abort_timeout: 5s
 `
 
-// altYAML is a second pipeline: the speaker at 24 kHz.
+// altYAML is a second pipeline: the speaker at 24 kHz, with an alias.
 const altYAML = `
+voice_aliases: {robert: bob}
 pipeline:
   name: alt
   input: text

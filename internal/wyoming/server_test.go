@@ -76,6 +76,8 @@ func TestSynthesize(t *testing.T) {
 		{"a voice by name", map[string]any{"name": "bob"}, 16000, 2},
 		{"names match in any case", map[string]any{"name": "BOB", "speaker": "ignored"}, 16000, 2},
 		{"another pipeline's voice", map[string]any{"name": "alt/bob"}, 24000, 2},
+		{"an alias", map[string]any{"name": "Bobby"}, 16000, 2},
+		{"another pipeline's alias", map[string]any{"name": "alt/robert"}, 24000, 2},
 		{"a pipeline by name", map[string]any{"name": "alt"}, 24000, 1},
 		{"a voice by language", map[string]any{"language": "de"}, 16000, 2},
 		{"a language with an underscore", map[string]any{"language": "en_US"}, 16000, 1},

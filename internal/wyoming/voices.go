@@ -7,12 +7,14 @@ package wyoming
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/quote"
+	"github.com/omnistage/omnistage/internal/voice"
 )
 
 // programName names the info event's program: Home Assistant names its
@@ -27,6 +29,7 @@ type target struct {
 	// attributed to.
 	talker string
 	def    bool
+	voices *voice.Cache
 }
 
 // voiceEntry is one voice the server lists: a pipeline's talker's voice
@@ -64,7 +67,7 @@ func newCatalog(orchs []*orchestrator.Orchestrator, def string) (*catalog, error
 			continue
 		}
 		talker, _ := cfg.StageSpec(cfg.Route.Chain()[0], 0)
-		t := &target{name: cfg.Pipeline.Name, orch: o, talker: talker, def: cfg.Pipeline.Name == def}
+		t := &target{name: cfg.Pipeline.Name, orch: o, talker: talker, def: cfg.Pipeline.Name == def, voices: voice.NewCache(o, cfg.VoiceAliases)}
 		if t.def {
 			c.targets = append([]*target{t}, c.targets...)
 		} else {
@@ -84,7 +87,7 @@ func newCatalog(orchs []*orchestrator.Orchestrator, def string) (*catalog, error
 func (c *catalog) entries() []voiceEntry {
 	var list []voiceEntry
 	for _, t := range c.targets {
-		voices := t.orch.Voices()
+		voices := t.voices.Set().Voices()
 		if len(voices) == 0 {
 			list = append(list, voiceEntry{name: t.name, target: t})
 			continue
@@ -145,9 +148,11 @@ func (e voiceEntry) description() string {
 }
 
 // resolve returns the pipeline and the talker's voice ("": its default)
-// that ref asks for: a voice by its listed name (or a pipeline by its
-// name, with its default voice), else the first voice that speaks ref's
-// language, else the default pipeline's default voice.
+// that ref asks for: a voice by its listed name, a pipeline by its name
+// (with its default voice) or an alias of a pipeline's voice (the default
+// pipeline's by its name, another's as "pipeline/alias", as its voices
+// are listed), else the first voice that speaks ref's language, else the
+// default pipeline's default voice.
 func (c *catalog) resolve(ref voiceRef) (*target, string, error) {
 	switch {
 	case ref.Name != "":
@@ -162,6 +167,9 @@ func (c *catalog) resolve(ref voiceRef) (*target, string, error) {
 				return t, "", nil
 			}
 		}
+		if t, v, ok := c.alias(ref.Name); ok {
+			return t, v, nil
+		}
 		return nil, "", fmt.Errorf("unknown voice %q: the voices are %s", quote.Short(ref.Name), listNames(entries))
 	case ref.Language != "":
 		entries := c.entries()
@@ -173,6 +181,20 @@ func (c *catalog) resolve(ref voiceRef) (*target, string, error) {
 		return nil, "", fmt.Errorf("no voice speaks %q: the voices are %s", quote.Short(ref.Language), listNames(entries))
 	}
 	return c.targets[0], "", nil
+}
+
+// alias returns the pipeline and voice that name stands for as an alias.
+func (c *catalog) alias(name string) (*target, string, bool) {
+	t := c.targets[0]
+	if p, rest, ok := strings.Cut(name, "/"); ok {
+		i := slices.IndexFunc(c.targets, func(t *target) bool { return strings.EqualFold(t.name, p) })
+		if i < 0 {
+			return nil, "", false
+		}
+		t, name = c.targets[i], rest
+	}
+	v, ok := t.voices.Set().Alias(name)
+	return t, v, ok
 }
 
 // speaks reports whether a voice of language have speaks want: the same

@@ -1,0 +1,9 @@
+package coordinator_test
+
+import (
+	"testing"
+
+	"github.com/omnistage/omnistage/internal/hop/hoptest"
+)
+
+func TestMain(m *testing.M) { hoptest.Main(m) }
