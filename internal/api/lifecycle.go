@@ -89,7 +89,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
 	defer cancel()
 	drained := hs.Shutdown(sctx) == nil
-	drained = s.sessions.wait(sctx) && drained
+	drained = s.sessions.Drain(sctx) && drained
 	if !drained {
 		s.log.Warn("requests still running at the shutdown timeout; aborting them")
 	}

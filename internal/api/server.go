@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/omnistage/omnistage/internal/apijson"
+	"github.com/omnistage/omnistage/internal/defaults"
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/httperr"
@@ -30,6 +31,7 @@ import (
 	"github.com/omnistage/omnistage/internal/payload"
 	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/quote"
+	"github.com/omnistage/omnistage/internal/sessions"
 	"github.com/omnistage/omnistage/internal/stageserver"
 	"github.com/omnistage/omnistage/internal/voice"
 )
@@ -168,12 +170,12 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}
-	defaultTo(&opts.MaxBody, DefaultMaxBody)
-	defaultTo(&opts.MaxConns, DefaultMaxConns)
-	defaultTo(&opts.ShutdownTimeout, DefaultShutdownTimeout)
-	defaultTo(&opts.ChunkWriteTimeout, DefaultChunkWriteTimeout)
-	defaultTo(&opts.BodyReadTimeout, DefaultBodyReadTimeout)
-	defaultTo(&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	defaults.Set(&opts.MaxBody, DefaultMaxBody)
+	defaults.Set(&opts.MaxConns, DefaultMaxConns)
+	defaults.Set(&opts.ShutdownTimeout, DefaultShutdownTimeout)
+	defaults.Set(&opts.ChunkWriteTimeout, DefaultChunkWriteTimeout)
+	defaults.Set(&opts.BodyReadTimeout, DefaultBodyReadTimeout)
+	defaults.Set(&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 
 	m, err := newHTTPMetrics(opts.Registry)
 	if err != nil {
@@ -181,7 +183,7 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 	}
 	s := &Server{
 		byName: map[string]*served{}, opts: opts, log: opts.Logger,
-		reg: opts.Registry, metrics: m,
+		reg: opts.Registry, metrics: m, sessions: wsSessions{Group: sessions.New()},
 		created: time.Now().Unix(), hosts: newHostSet(opts.AllowedHosts, opts.CORSOrigins),
 	}
 	for _, o := range orchs {
@@ -240,12 +242,6 @@ func (s *Server) defaultModel(name string) (*served, error) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	return s.byName[name], nil
-}
-
-func defaultTo[T int | int64 | time.Duration](v *T, def T) {
-	if *v <= 0 {
-		*v = def
-	}
 }
 
 // Handler returns the server's HTTP handler.

@@ -5,7 +5,6 @@ package api
 // and the sessions a server has open, which its shutdown ends.
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -17,8 +16,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/omnistage/omnistage/internal/defaults"
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/quote"
+	"github.com/omnistage/omnistage/internal/sessions"
 )
 
 // routeSpeechStream is the metrics label of the speech stream.
@@ -76,12 +77,12 @@ type SpeechStreamLimits struct {
 }
 
 func (l SpeechStreamLimits) withDefaults() SpeechStreamLimits {
-	defaultTo(&l.Idle, DefaultStreamIdle)
-	defaultTo(&l.MaxLength, DefaultStreamMaxLength)
-	defaultTo(&l.MaxText, DefaultStreamMaxText)
-	defaultTo(&l.MaxUtteranceText, DefaultStreamMaxUtteranceText)
-	defaultTo(&l.MaxQueued, DefaultStreamMaxQueued)
-	defaultTo(&l.MaxMessage, DefaultStreamMaxMessage)
+	defaults.Set(&l.Idle, DefaultStreamIdle)
+	defaults.Set(&l.MaxLength, DefaultStreamMaxLength)
+	defaults.Set(&l.MaxText, DefaultStreamMaxText)
+	defaults.Set(&l.MaxUtteranceText, DefaultStreamMaxUtteranceText)
+	defaults.Set(&l.MaxQueued, DefaultStreamMaxQueued)
+	defaults.Set(&l.MaxMessage, DefaultStreamMaxMessage)
 	return l
 }
 
@@ -109,7 +110,7 @@ func (s *Server) speechSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "server is shutting down"))
 		return
 	}
-	defer s.sessions.done()
+	defer s.sessions.Done()
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols: []string{WSProtocol},
 		// checkSite has checked the Origin, with the server's own rules
@@ -202,73 +203,24 @@ func (s *Server) checkProtocolKey(r *http.Request) error {
 
 // wsSessions are the sessions a server has open. A server's shutdown
 // (http.Server.Shutdown, which does not wait for upgraded connections)
-// tells them to end, and Run waits for them.
+// tells them to end, and Run waits for them (sessions.Group.Drain).
 type wsSessions struct {
+	*sessions.Group
 	mu      sync.Mutex
-	closed  bool
-	stop    chan struct{}
 	watched map[*http.Server]bool
-	wg      sync.WaitGroup
 }
 
 // add counts a new session, and has the shutdown of the http.Server that
-// serves r end it; false once the sessions are stopped.
+// serves r end it; false once the sessions are stopping.
 func (ws *wsSessions) add(r *http.Request) bool {
 	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if ws.closed {
-		return false
-	}
 	if hs, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && !ws.watched[hs] {
 		if ws.watched == nil {
 			ws.watched = map[*http.Server]bool{}
 		}
 		ws.watched[hs] = true
-		hs.RegisterOnShutdown(ws.shutdown)
+		hs.RegisterOnShutdown(ws.Stop)
 	}
-	ws.wg.Add(1)
-	return true
-}
-
-// done counts a session's end.
-func (ws *wsSessions) done() { ws.wg.Done() }
-
-// stopping returns a channel closed once the sessions must end.
-func (ws *wsSessions) stopping() <-chan struct{} {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if ws.stop == nil {
-		ws.stop = make(chan struct{})
-	}
-	return ws.stop
-}
-
-// shutdown tells every session to end, and refuses new ones.
-func (ws *wsSessions) shutdown() {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if ws.stop == nil {
-		ws.stop = make(chan struct{})
-	}
-	if !ws.closed {
-		ws.closed = true
-		close(ws.stop)
-	}
-}
-
-// wait ends the sessions and waits for them, until ctx ends; it reports
-// whether they all ended.
-func (ws *wsSessions) wait(ctx context.Context) bool {
-	ws.shutdown()
-	done := make(chan struct{})
-	go func() {
-		ws.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	ws.mu.Unlock()
+	return ws.Add()
 }

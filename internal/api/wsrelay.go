@@ -23,7 +23,7 @@ import (
 // cut short.
 func (ss *wsSession) relay(u *utterance) error {
 	c := u.cfg
-	st, err := c.pipeline.orch.Submit(u.ctx, orchestrator.Request{Input: u.text, Modalities: c.modalities(), Params: c.params})
+	st, err := c.pipeline.orch.Submit(u.ctx, orchestrator.Request{Prompt: engine.Prompt{Feed: u.text.feed}, Input: u.text, Modalities: c.modalities(), Params: c.params})
 	if err != nil {
 		return ss.relayFailed(u, nil, err)
 	}

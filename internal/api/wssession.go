@@ -113,7 +113,7 @@ func (ss *wsSession) loop() wsEnd {
 	defer idle.Stop()
 	life := time.NewTimer(ss.limits.MaxLength)
 	defer life.Stop()
-	stopping := ss.s.sessions.stopping()
+	stopping := ss.s.sessions.Stopping().Done()
 	for {
 		select {
 		case m := <-ss.msgs:

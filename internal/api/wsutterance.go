@@ -7,7 +7,6 @@ package api
 import (
 	"context"
 	"io"
-	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -85,13 +84,15 @@ func (u *utterance) heard() wsCancelled {
 	return ev
 }
 
-// textQueue is an utterance's text: all of it as it came, and the part
-// the talker has not taken yet. It is the request's input
-// (engine.Source): Recv takes whatever waits, in one chunk.
+// textQueue is an utterance's text: the part the talker has not taken
+// yet, and, in the request's feed (engine.Feed), the part it has. It is
+// the request's input (engine.Source): Recv takes whatever waits, in one
+// chunk, and the runtime appends it to the feed.
 type textQueue struct {
+	feed    *engine.Feed
 	mu      sync.Mutex
-	all     strings.Builder
 	pending string
+	taken   int           // bytes Recv has given the talker
 	done    bool          // no more text comes
 	ready   chan struct{} // signalled when pending grows or done is set
 	// cursor speeds up slice for spans that only move forward: the code
@@ -99,14 +100,15 @@ type textQueue struct {
 	cpAt, byteAt int
 }
 
-func newTextQueue() *textQueue { return &textQueue{ready: make(chan struct{}, 1)} }
+func newTextQueue() *textQueue {
+	return &textQueue{feed: engine.NewFeed(), ready: make(chan struct{}, 1)}
+}
 
 var _ engine.Source = (*textQueue)(nil)
 
 // add appends s.
 func (q *textQueue) add(s string) {
 	q.mu.Lock()
-	q.all.WriteString(s)
 	q.pending += s
 	q.mu.Unlock()
 	q.signal()
@@ -146,7 +148,7 @@ func (q *textQueue) waiting() int {
 func (q *textQueue) size() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.all.Len()
+	return q.taken + len(q.pending)
 }
 
 // Recv implements engine.Source: the text waiting, or io.EOF once the
@@ -156,6 +158,7 @@ func (q *textQueue) Recv(ctx context.Context) (engine.Chunk, error) {
 		q.mu.Lock()
 		text, done := q.pending, q.done
 		q.pending = ""
+		q.taken += len(text)
 		q.mu.Unlock()
 		switch {
 		case text != "":
@@ -171,12 +174,12 @@ func (q *textQueue) Recv(ctx context.Context) (engine.Chunk, error) {
 	}
 }
 
-// slice returns the code points [start, end) of the whole text, cut to
-// what it holds.
+// slice returns the code points [start, end) of the text the talker has
+// taken, cut to what it holds.
 func (q *textQueue) slice(start, end int) string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	all := q.all.String()
+	all, _ := q.feed.Text()
 	from := q.byteOf(all, start)
 	to := q.byteOf(all, end)
 	return all[from:to]

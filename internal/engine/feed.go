@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 )
 
@@ -18,8 +19,10 @@ import (
 // feed by the time that input reaches the stage. It is safe for
 // concurrent use.
 type Feed struct {
-	mu   sync.Mutex
-	text string
+	mu sync.Mutex
+	// text only grows: the strings it has returned stay valid, and a
+	// long text fed in many small pieces is copied O(log n) times, not n.
+	text strings.Builder
 	done bool
 	grew chan struct{} // closed, and replaced, at each change
 }
@@ -37,7 +40,7 @@ func (f *Feed) Append(s string) {
 	if f.done {
 		return
 	}
-	f.text += s
+	f.text.WriteString(s)
 	f.changed()
 }
 
@@ -61,15 +64,16 @@ func (f *Feed) changed() {
 func (f *Feed) Text() (text string, done bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.text, f.done
+	return f.text.String(), f.done
 }
+
 
 // Wait returns the text once it is longer than n bytes or complete, or
 // ctx's error if ctx ends first.
 func (f *Feed) Wait(ctx context.Context, n int) (text string, done bool, err error) {
 	for {
 		f.mu.Lock()
-		text, done, grew := f.text, f.done, f.grew
+		text, done, grew := f.text.String(), f.done, f.grew
 		f.mu.Unlock()
 		if len(text) > n || done {
 			return text, done, nil

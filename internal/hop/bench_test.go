@@ -107,8 +107,9 @@ type clientPlacement struct {
 	codec  *payload.Codec
 }
 
-func (p clientPlacement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts pool.SupervisorOptions) (*pool.Supervisor, error) {
-	return pool.Supervise(spec.StageID, spec.Name, 1, d.MaxInflight, d.MaxQueue, func(int) (engine.Engine, error) {
+func (p clientPlacement) Supervise(spec engine.Spec, d *pipeline.DeployStage, cfg pool.Config) (*pool.Supervisor, error) {
+	cfg.Replicas = 1
+	return pool.Supervise(cfg, func(int) (engine.Engine, error) {
 		return remote.New(remote.Config{Stage: spec, Pipeline: p.cfg, Endpoint: d.Endpoints[0], Client: &hop.Client{HTTP: p.client}, Codec: p.codec, Link: d.Link})
-	}, opts)
+	})
 }

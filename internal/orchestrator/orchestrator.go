@@ -87,7 +87,7 @@ type Options struct {
 	// another stage are refused as unavailable.
 	Stages []int
 	// RestartBackoff and RestartBackoffMax are the lost replicas' restart
-	// backoff (pool.SupervisorOptions): zero means the defaults, and a
+	// backoff (pool.Config): zero means the defaults, and a
 	// negative RestartBackoff disables restarts.
 	RestartBackoff    time.Duration
 	RestartBackoffMax time.Duration

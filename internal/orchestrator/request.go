@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -34,9 +33,11 @@ type Request struct {
 	// Input, when set, streams the request's text instead of Prompt.Text
 	// (which must then be empty): the entry stage receives its Text chunks
 	// as they come, until io.EOF, and every stage's Prompt.Feed holds the
-	// text so far. Its Recv must return promptly once its ctx is
-	// cancelled; the request may stop reading it before its end (when it
-	// fails or is aborted).
+	// text so far (Prompt.Feed, when the caller sets it, is the feed the
+	// runtime fills, so that the caller reads the text taken so far from
+	// it rather than keep a copy). Its Recv must return promptly once its
+	// ctx is cancelled; the request may stop reading it before its end
+	// (when it fails or is aborted).
 	Input engine.Source
 }
 
@@ -157,7 +158,9 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 		if req.Prompt.Text != "" {
 			return nil, newError(CodeBadRequest, "a streamed request takes its text from its input only, not also from its prompt")
 		}
-		sub.prompt.Feed = engine.NewFeed()
+		if sub.prompt.Feed == nil {
+			sub.prompt.Feed = engine.NewFeed()
+		}
 		sub.input = engine.Feeding(req.Input, sub.prompt.Feed)
 	}
 	return o.submit(ctx, sub)
@@ -358,8 +361,8 @@ func (rq *request) bindError(id int, err error) error {
 // the reason it carries (its endpoints' names resolve to no address).
 func noReplicaMsg(id int, name string, err error) string {
 	msg := fmt.Sprintf("stage %d (%s) has no healthy replica", id, name)
-	if why, ok := strings.CutPrefix(fmt.Sprint(err), pool.ErrNoReplica.Error()+": "); ok {
-		msg += ": " + why
+	if ne := (*pool.NoReplicaError)(nil); errors.As(err, &ne) {
+		msg += ": " + ne.Why.Error()
 	}
 	return msg
 }

@@ -20,9 +20,9 @@ import (
 // servers) implement it.
 type Placement interface {
 	// Supervise builds the replicas of the stage that spec describes and
-	// d deploys, and returns their supervisor, made with opts. It starts
-	// nothing: the orchestrator warms the supervisor.
-	Supervise(spec engine.Spec, d *pipeline.DeployStage, opts pool.SupervisorOptions) (*pool.Supervisor, error)
+	// d deploys, and returns their supervisor, of the pool cfg describes.
+	// It starts nothing: the orchestrator warms the supervisor.
+	Supervise(spec engine.Spec, d *pipeline.DeployStage, cfg pool.Config) (*pool.Supervisor, error)
 }
 
 // stageRun is one stage served here: its supervised pool and what its
@@ -48,7 +48,8 @@ func (o *Orchestrator) buildStage(id int, m *metrics) (*stageRun, error) {
 	engineName, spec := o.cfg.StageSpec(id, 0)
 	fail := func(err error) error { return fmt.Errorf("stage %d (%s): %w", id, name, err) }
 	label := strconv.Itoa(id)
-	supOpts := pool.SupervisorOptions{
+	poolCfg := pool.Config{
+		Stage: id, Name: name, Replicas: d.Replicas, MaxInflight: d.MaxInflight, MaxQueue: d.MaxQueue,
 		RestartBackoff: o.opts.RestartBackoff, RestartBackoffMax: o.opts.RestartBackoffMax, Logger: o.log,
 		Restarted:     m.restarts.WithLabelValues(label).Inc,
 		RestartFailed: m.restartFailures.WithLabelValues(label).Inc,
@@ -65,17 +66,17 @@ func (o *Orchestrator) buildStage(id int, m *metrics) (*stageRun, error) {
 	var sup *pool.Supervisor
 	var err error
 	if d.Placement == pipeline.PlacementInproc {
-		sup, err = pool.Supervise(id, name, d.Replicas, d.MaxInflight, d.MaxQueue, func(i int) (engine.Engine, error) {
+		sup, err = pool.Supervise(poolCfg, func(i int) (engine.Engine, error) {
 			spec := spec
 			spec.Replica = i
 			return drv.New(spec)
-		}, supOpts)
+		})
 	} else {
 		p := o.opts.Placements[d.Placement]
 		if p == nil {
 			return nil, fail(fmt.Errorf("placement %s is not available here", d.Placement))
 		}
-		sup, err = p.Supervise(spec, d, supOpts)
+		sup, err = p.Supervise(spec, d, poolCfg)
 	}
 	if err != nil {
 		return nil, fail(err)

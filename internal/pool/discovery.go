@@ -57,7 +57,7 @@ const resolveTimeout = 5 * time.Second
 // empty, and Acquire fails with ErrNoReplica and the reason, until a
 // member comes. Other errors of the first Resolve, and the error of
 // building a replica, are returned.
-func SuperviseMembers[M Member](ctx context.Context, stageID int, name string, maxInflight, maxQueue int, m Members[M], opts SupervisorOptions) (*Supervisor, error) {
+func SuperviseMembers[M Member](ctx context.Context, cfg Config, m Members[M]) (*Supervisor, error) {
 	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	keys, why := m.Resolve(rctx)
 	cancel()
@@ -83,9 +83,9 @@ func SuperviseMembers[M Member](ctx context.Context, stageID int, name string, m
 	if err != nil {
 		return nil, err
 	}
-	pool := New(stageID, name, engines, maxInflight, maxQueue)
+	pool := New(cfg, engines)
 	pool.SetEmptyReason(why)
-	s := newSupervisor(pool, build, opts)
+	s := newSupervisor(pool, build, cfg)
 	d.s = s
 	s.disc = d
 	return s, nil

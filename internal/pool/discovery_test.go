@@ -107,7 +107,7 @@ func (m *members) config() Members[memberName] {
 
 func superviseMembers(t *testing.T, m *members) *Supervisor {
 	t.Helper()
-	s, err := SuperviseMembers(context.Background(), 1, "vocoder", 1, 4, m.config(), SupervisorOptions{RestartBackoff: time.Millisecond})
+	s, err := SuperviseMembers(context.Background(), Config{Stage: 1, Name: "vocoder", MaxInflight: 1, MaxQueue: 4, RestartBackoff: time.Millisecond}, m.config())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,18 @@ var ErrQueueFull = errors.New("queue full")
 // ErrNoReplica is returned when a stage has no healthy replica left.
 var ErrNoReplica = errors.New("no healthy replica")
 
+// NoReplicaError is ErrNoReplica with the reason the pool has no replica
+// at all (SetEmptyReason): its stage's endpoint name resolving to no
+// address, say.
+type NoReplicaError struct {
+	Why error
+}
+
+func (e *NoReplicaError) Error() string { return ErrNoReplica.Error() + ": " + e.Why.Error() }
+
+// Unwrap returns ErrNoReplica and the reason.
+func (e *NoReplicaError) Unwrap() []error { return []error{ErrNoReplica, e.Why} }
+
 // ErrRemoved is returned by Replace when the lost replica's slot has been
 // removed: there is nothing to put a new replica in.
 var ErrRemoved = errors.New("slot removed")
@@ -110,14 +122,13 @@ type grant struct {
 	err error
 }
 
-// NewPool returns a pool over engines, one replica each. maxInflight bounds
-// the requests bound to one replica at once; maxQueue bounds the requests
-// waiting for a replica.
-func New(stageID int, name string, engines []engine.Engine, maxInflight, maxQueue int) *Pool {
-	p := &Pool{Stage: stageID, Name: name, maxInflight: max(maxInflight, 1), maxQueue: max(maxQueue, 0)}
+// New returns a pool of cfg's stage over engines, one replica each, with
+// cfg's bounds (cfg.Replicas and the supervision are not its concern).
+func New(cfg Config, engines []engine.Engine) *Pool {
+	p := &Pool{Stage: cfg.Stage, Name: cfg.Name, maxInflight: max(cfg.MaxInflight, 1), maxQueue: max(cfg.MaxQueue, 0)}
 	for i, e := range engines {
 		p.replicas = append(p.replicas, &Replica{
-			ID: fmt.Sprintf("%s/%d", name, i), Stage: stageID, Index: i, Engine: e,
+			ID: fmt.Sprintf("%s/%d", cfg.Name, i), Stage: cfg.Stage, Index: i, Engine: e,
 			pool: p, bound: map[Holder]struct{}{},
 		})
 	}

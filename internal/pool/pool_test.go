@@ -38,7 +38,7 @@ func newPool(n, inflight, queue int) *Pool {
 	for range n {
 		es = append(es, &nopEngine{})
 	}
-	return New(1, "voc", es, inflight, queue)
+	return New(Config{Stage: 1, Name: "voc", MaxInflight: inflight, MaxQueue: queue}, es)
 }
 
 func TestLeastLoaded(t *testing.T) {

@@ -50,24 +50,9 @@ func (p *Pool) Remove(r *Replica) {
 	}
 	p.replicas = append(p.replicas[:i], p.replicas[i+1:]...)
 	closeIt := p.retireLocked(r)
-	var failed []*waiter
-	if p.healthyLocked() == 0 {
-		// Waiters for busy replicas fail at once; those that came to wait
-		// for a restart wait out their own time.
-		kept := p.waiters[:0]
-		for _, w := range p.waiters {
-			if w.restarting {
-				kept = append(kept, w)
-			} else {
-				failed = append(failed, w)
-			}
-		}
-		p.waiters = kept
-	}
+	failWaiters := p.unservableLocked()
 	p.mu.Unlock()
-	for _, w := range failed {
-		w.ch <- grant{err: p.noReplica()}
-	}
+	failWaiters()
 	if closeIt {
 		p.closeRetired(r)
 	}
@@ -96,6 +81,33 @@ func (p *Pool) Empty() error {
 
 // noReplica is ErrNoReplica, with the pool's empty reason when it has no
 // replica at all.
+// unservableLocked takes out of the queue the waiters that no replica can
+// serve once none is healthy, and returns the function that fails them
+// (to be called once p.mu is released). Waiters for busy replicas fail at
+// once; those that came to wait for a restart wait out their own time.
+// p.mu is held.
+func (p *Pool) unservableLocked() (fail func()) {
+	if p.healthyLocked() > 0 {
+		return func() {}
+	}
+	var failed []*waiter
+	kept := p.waiters[:0]
+	for _, w := range p.waiters {
+		if w.restarting {
+			kept = append(kept, w)
+		} else {
+			failed = append(failed, w)
+		}
+	}
+	p.waiters = kept
+	err := p.noReplicaLocked()
+	return func() {
+		for _, w := range failed {
+			w.ch <- grant{err: err}
+		}
+	}
+}
+
 func (p *Pool) noReplica() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -104,7 +116,7 @@ func (p *Pool) noReplica() error {
 
 func (p *Pool) noReplicaLocked() error {
 	if len(p.replicas) == 0 && p.emptyWhy != nil {
-		return fmt.Errorf("%w: %w", ErrNoReplica, p.emptyWhy)
+		return &NoReplicaError{Why: p.emptyWhy}
 	}
 	return ErrNoReplica
 }
@@ -210,24 +222,9 @@ func (p *Pool) MarkLost(r *Replica, cause error) bool {
 	for h := range r.bound {
 		holders = append(holders, h)
 	}
-	var failed []*waiter
-	if p.healthyLocked() == 0 {
-		// Waiters for busy replicas fail at once; those that came to wait
-		// for a restart wait out their own time.
-		kept := p.waiters[:0]
-		for _, w := range p.waiters {
-			if w.restarting {
-				kept = append(kept, w)
-			} else {
-				failed = append(failed, w)
-			}
-		}
-		p.waiters = kept
-	}
+	failWaiters := p.unservableLocked()
 	p.mu.Unlock()
-	for _, w := range failed {
-		w.ch <- grant{err: ErrNoReplica}
-	}
+	failWaiters()
 	for _, h := range holders {
 		h.ReplicaLost(r, cause)
 	}

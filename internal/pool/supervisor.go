@@ -22,7 +22,7 @@ import (
 // replica was lost.
 type Builder func(index int) (engine.Engine, error)
 
-// Defaults of SupervisorOptions.
+// Defaults of Config.
 const (
 	DefaultRestartBackoff    = 200 * time.Millisecond
 	DefaultRestartBackoffMax = 30 * time.Second
@@ -32,8 +32,19 @@ const (
 	DefaultRestartWait = time.Second
 )
 
-// SupervisorOptions configure a Supervisor. The zero value has the defaults.
-type SupervisorOptions struct {
+// Config is a supervised pool's stage, its bounds and its supervision.
+// Every zero field but Stage and Name takes its default.
+type Config struct {
+	// Stage and Name are the pool's stage: its id and its name, which
+	// begins each replica's id ("vocoder/1").
+	Stage int
+	Name  string
+	// Replicas is the number of slots (Supervise; SuperviseMembers keeps
+	// one per member).
+	Replicas int
+	// MaxInflight bounds the requests bound to one replica at once (at
+	// least 1); MaxQueue bounds the requests waiting for a replica.
+	MaxInflight, MaxQueue int
 	// RestartBackoff is how long a lost replica's slot waits before the
 	// first attempt to build a new replica in it; zero means
 	// DefaultRestartBackoff, and a negative value disables restarts.
@@ -84,7 +95,7 @@ type SupervisorOptions struct {
 type Supervisor struct {
 	pool  *Pool
 	build Builder
-	opts  SupervisorOptions
+	opts  Config
 	log   *slog.Logger
 	disc  interface {
 		loop()
@@ -106,16 +117,15 @@ type restart struct {
 	backoff time.Duration // the backoff it waited, jitter aside
 }
 
-// Supervise builds a pool of n replicas of one stage with build and
-// returns its supervisor. maxInflight and maxQueue are as for NewPool. If
-// a replica cannot be built, the ones built are closed and the error names
-// the replica.
-func Supervise(stageID int, name string, n, maxInflight, maxQueue int, build Builder, opts SupervisorOptions) (*Supervisor, error) {
-	engines, err := buildAll(n, build)
+// Supervise builds a pool of cfg.Replicas replicas of one stage with build
+// and returns its supervisor. If a replica cannot be built, the ones built
+// are closed and the error names the replica.
+func Supervise(cfg Config, build Builder) (*Supervisor, error) {
+	engines, err := buildAll(cfg.Replicas, build)
 	if err != nil {
 		return nil, err
 	}
-	return newSupervisor(New(stageID, name, engines, maxInflight, maxQueue), build, opts), nil
+	return newSupervisor(New(cfg, engines), build, cfg), nil
 }
 
 // buildAll builds the engines of slots 0..n-1, closing those built if one
@@ -135,7 +145,7 @@ func buildAll(n int, build Builder) ([]engine.Engine, error) {
 	return engines, nil
 }
 
-func newSupervisor(pool *Pool, build Builder, opts SupervisorOptions) *Supervisor {
+func newSupervisor(pool *Pool, build Builder, opts Config) *Supervisor {
 	if opts.RestartBackoff == 0 {
 		opts.RestartBackoff = DefaultRestartBackoff
 	}
@@ -302,7 +312,7 @@ func (s *Supervisor) restart(old *Replica, cause error) {
 			if s.opts.Restarted != nil {
 				s.opts.Restarted()
 			}
-			s.log.Info("replica restarted", "replica", r.ID, "attempt", attempt, "cause", cause, "took", time.Since(start))
+			s.log.Info("replica restarted", "replica", r.ID, "attempt", attempt, "cause", cause, "backoff", backoff, "took", time.Since(start))
 			s.watch(r)
 			return
 		}
@@ -329,15 +339,6 @@ func (s *Supervisor) firstBackoff(i int) time.Duration {
 		return min(2*last.backoff, s.opts.RestartBackoffMax)
 	}
 	return s.opts.RestartBackoff
-}
-
-// LastBackoff returns the backoff, jitter aside, that the last restart in
-// slot i waited, and false when the slot was never restarted.
-func (s *Supervisor) LastBackoff(i int) (time.Duration, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.restarted[i]
-	return r.backoff, ok
 }
 
 // jitter returns d with up to a fifth of it added or taken at random.

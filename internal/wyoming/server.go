@@ -10,13 +10,14 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/omnistage/omnistage/internal/defaults"
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/sessions"
 )
 
 // Defaults of Options.
@@ -82,14 +83,12 @@ type Server struct {
 	log  *slog.Logger
 	m    *metrics
 
-	// hard ends every session at once: the shutdown timeout passed.
-	hard       context.Context
-	hardCancel context.CancelFunc
+	// group counts the sessions and the refusals being written, and ends
+	// them at a stop (see Run).
+	group *sessions.Group
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
-	draining atomic.Bool
-	wg       sync.WaitGroup // the sessions, and the refusals being written
 }
 
 // New returns a server of the pipelines of orchs that take text and make
@@ -102,29 +101,21 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	defaultTo(&opts.MaxConns, DefaultMaxConns)
-	defaultTo(&opts.IdleTimeout, DefaultIdleTimeout)
-	defaultTo(&opts.WriteTimeout, DefaultWriteTimeout)
-	defaultTo(&opts.MaxSession, DefaultMaxSession)
-	defaultTo(&opts.ShutdownTimeout, DefaultShutdownTimeout)
-	defaultTo(&opts.MaxHeaderBytes, DefaultMaxHeaderBytes)
-	defaultTo(&opts.MaxDataBytes, DefaultMaxDataBytes)
-	defaultTo(&opts.MaxPayloadBytes, DefaultMaxPayloadBytes)
-	defaultTo(&opts.MaxTextBytes, DefaultMaxTextBytes)
-	defaultTo(&opts.TextBuffer, DefaultTextBuffer)
+	defaults.Set(&opts.MaxConns, DefaultMaxConns)
+	defaults.Set(&opts.IdleTimeout, DefaultIdleTimeout)
+	defaults.Set(&opts.WriteTimeout, DefaultWriteTimeout)
+	defaults.Set(&opts.MaxSession, DefaultMaxSession)
+	defaults.Set(&opts.ShutdownTimeout, DefaultShutdownTimeout)
+	defaults.Set(&opts.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	defaults.Set(&opts.MaxDataBytes, DefaultMaxDataBytes)
+	defaults.Set(&opts.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	defaults.Set(&opts.MaxTextBytes, DefaultMaxTextBytes)
+	defaults.Set(&opts.TextBuffer, DefaultTextBuffer)
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("wyoming: metrics: %w", err)
 	}
-	s := &Server{cat: cat, opts: opts, log: opts.Logger, m: m, sessions: map[*session]struct{}{}}
-	s.hard, s.hardCancel = context.WithCancel(context.Background())
-	return s, nil
-}
-
-func defaultTo[T int | time.Duration](v *T, def T) {
-	if *v <= 0 {
-		*v = def
-	}
+	return &Server{cat: cat, opts: opts, log: opts.Logger, m: m, group: sessions.New(), sessions: map[*session]struct{}{}}, nil
 }
 
 // Run serves on ln until ctx ends, then stops, in this order:
@@ -141,7 +132,6 @@ func defaultTo[T int | time.Duration](v *T, def T) {
 // flight as well. Run returns once every connection has ended: nil after a
 // stop caused by ctx, or the listener's error. It closes ln.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
-	defer s.hardCancel()
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
 	s.log.Info("wyoming server listening", "addr", ln.Addr().String(), "pipelines", s.pipelineNames())
@@ -181,18 +171,26 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 func (s *Server) open(conn net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.group.Add() {
+		_ = conn.Close()
+		return
+	}
 	if len(s.sessions) >= s.opts.MaxConns {
 		s.m.refused.Inc()
-		s.wg.Go(func() { s.refuse(conn) })
+		go func() {
+			defer s.group.Done()
+			s.refuse(conn)
+		}()
 		return
 	}
 	sess := s.newSession(conn)
 	s.sessions[sess] = struct{}{}
 	s.m.conns.Inc()
-	s.wg.Go(func() {
+	go func() {
+		defer s.group.Done()
 		defer s.closed(sess)
 		sess.run()
-	})
+	}()
 }
 
 // refuse tells conn the server holds its most connections and closes it.
@@ -212,7 +210,7 @@ func (s *Server) closed(sess *session) {
 // drain ends the sessions as Run's steps 2 and 3 say.
 func (s *Server) drain() {
 	s.mu.Lock()
-	s.draining.Store(true)
+	s.group.Stop()
 	for sess := range s.sessions {
 		sess.wake()
 	}
@@ -221,19 +219,11 @@ func (s *Server) drain() {
 	if n > 0 {
 		s.log.Info("wyoming: waiting for the connections in a synthesis", "connections", n, "timeout", s.opts.ShutdownTimeout.String())
 	}
-	done := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return
-	case <-time.After(s.opts.ShutdownTimeout):
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	if !s.group.Drain(ctx) {
+		s.log.Warn("wyoming: syntheses were still running at the shutdown timeout; they were aborted")
 	}
-	s.log.Warn("wyoming: syntheses still running at the shutdown timeout; aborting them")
-	s.hardCancel()
-	<-done
 }
 
 func (s *Server) pipelineNames() []string {

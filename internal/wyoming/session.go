@@ -55,7 +55,7 @@ func (s *Server) newSession(conn net.Conn) *session {
 		w:   newWriter(conn, conn, s.opts.WriteTimeout),
 		log: s.log.With("remote", conn.RemoteAddr().String()),
 	}
-	ss.ctx, ss.cancel = context.WithCancelCause(s.hard)
+	ss.ctx, ss.cancel = context.WithCancelCause(s.group.Hard())
 	return ss
 }
 
@@ -66,7 +66,7 @@ func (ss *session) run() {
 	defer stop()
 	ss.ctx = ctx
 	unwatch := context.AfterFunc(ctx, func() {
-		if ss.srv.hard.Err() != nil {
+		if ss.srv.group.Hard().Err() != nil {
 			_ = ss.conn.Close() // nothing more is sent
 			return
 		}
@@ -126,7 +126,7 @@ func (ss *session) next() (event, error) {
 			ss.mu.Lock()
 			err := ss.stopReading()
 			ss.mu.Unlock()
-			if err == nil && !ss.srv.draining.Load() {
+			if err == nil && ss.srv.group.Stopping().Err() == nil {
 				err = errIdle
 			}
 			if err != nil {
@@ -147,7 +147,7 @@ func (ss *session) stopReading() error {
 	if ss.stream != nil && ss.stream.failed() {
 		return ss.stream.err
 	}
-	if ss.srv.draining.Load() && ss.stream == nil {
+	if ss.srv.group.Stopping().Err() != nil && ss.stream == nil {
 		return errShuttingDown
 	}
 	return nil
@@ -155,7 +155,7 @@ func (ss *session) stopReading() error {
 
 // ctxEnd returns why the session's ctx ended.
 func (ss *session) ctxEnd() error {
-	if ss.srv.hard.Err() != nil {
+	if ss.srv.group.Hard().Err() != nil {
 		return errHardStop
 	}
 	return context.Cause(ss.ctx)

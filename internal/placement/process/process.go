@@ -73,15 +73,15 @@ type Placement struct {
 	TracerProvider trace.TracerProvider
 }
 
-// Supervise builds d.Replicas workers of the stage spec describes and
+// Supervise builds cfg.Replicas workers of the stage spec describes and
 // returns their supervisor, which builds a new worker in the slot of one
 // that is lost (it implements the orchestrator's Placement).
-func (p *Placement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts pool.SupervisorOptions) (*pool.Supervisor, error) {
-	return pool.Supervise(spec.StageID, spec.Name, d.Replicas, d.MaxInflight, d.MaxQueue, func(i int) (engine.Engine, error) {
+func (p *Placement) Supervise(spec engine.Spec, d *pipeline.DeployStage, cfg pool.Config) (*pool.Supervisor, error) {
+	return pool.Supervise(cfg, func(i int) (engine.Engine, error) {
 		spec := spec
 		spec.Replica = i
 		return p.New(spec, d)
-	}, opts)
+	})
 }
 
 // New starts the worker of one replica of the stage spec describes and d

@@ -110,8 +110,8 @@ type recordingPlacement struct {
 	f *fixture
 }
 
-func (p *recordingPlacement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts pool.SupervisorOptions) (*pool.Supervisor, error) {
-	return pool.Supervise(spec.StageID, spec.Name, d.Replicas, d.MaxInflight, d.MaxQueue, func(i int) (engine.Engine, error) {
+func (p *recordingPlacement) Supervise(spec engine.Spec, d *pipeline.DeployStage, cfg pool.Config) (*pool.Supervisor, error) {
+	return pool.Supervise(cfg, func(i int) (engine.Engine, error) {
 		spec := spec
 		spec.Replica = i
 		e, err := p.New(spec, d)
@@ -121,7 +121,7 @@ func (p *recordingPlacement) Supervise(spec engine.Spec, d *pipeline.DeployStage
 			p.f.mu.Unlock()
 		}
 		return e, err
-	}, opts)
+	})
 }
 
 func registerTestEngines(r *engine.Registry) { testengine.Register(r, nil, testEngines...) }

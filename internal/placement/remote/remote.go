@@ -74,7 +74,7 @@ type Placement struct {
 // returns the supervisor that keeps them following the endpoints' names
 // (it implements the orchestrator's Placement). Each replica calls with
 // the API key in d's api_key_file, if any.
-func (p *Placement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts pool.SupervisorOptions) (*pool.Supervisor, error) {
+func (p *Placement) Supervise(spec engine.Spec, d *pipeline.DeployStage, cfg pool.Config) (*pool.Supervisor, error) {
 	lookup := p.LookupHost
 	if lookup == nil {
 		lookup = net.DefaultResolver.LookupHost
@@ -98,5 +98,5 @@ func (p *Placement) Supervise(spec engine.Spec, d *pipeline.DeployStage, opts po
 			return New(Config{Stage: spec, Pipeline: p.Pipeline, Endpoint: m.Endpoint, Addr: m.Addr, Client: client, Codec: p.Codec, Link: d.Link})
 		},
 	}
-	return pool.SuperviseMembers(context.Background(), spec.StageID, spec.Name, d.MaxInflight, d.MaxQueue, members, opts)
+	return pool.SuperviseMembers(context.Background(), cfg, members)
 }

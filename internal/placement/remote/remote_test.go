@@ -494,7 +494,7 @@ pipeline:
 	place := &remote.Placement{Pipeline: cfg}
 	d := cfg.Deploy.Stages[1]
 	d.Link.APIKeyFile = "/nonexistent/key"
-	if _, err := place.Supervise(spec, &d, pool.SupervisorOptions{}); err == nil || !strings.Contains(err.Error(), "api_key_file") || !strings.Contains(err.Error(), "/nonexistent/key") {
+	if _, err := place.Supervise(spec, &d, pool.Config{}); err == nil || !strings.Contains(err.Error(), "api_key_file") || !strings.Contains(err.Error(), "/nonexistent/key") {
 		t.Fatalf("missing key file: %v", err)
 	}
 	// A key the stage servers would refuse is refused here too.
@@ -502,7 +502,7 @@ pipeline:
 	if err := os.WriteFile(d.Link.APIKeyFile, []byte("short\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := place.Supervise(spec, &d, pool.SupervisorOptions{}); err == nil || !strings.Contains(err.Error(), "the key is 5 bytes long") {
+	if _, err := place.Supervise(spec, &d, pool.Config{}); err == nil || !strings.Contains(err.Error(), "the key is 5 bytes long") {
 		t.Fatalf("short key file: %v", err)
 	}
 }
