@@ -27,7 +27,7 @@ const (
 
 // Kinds lists the built-in kinds. A pipeline may declare kinds of its own
 // (pipeline.kinds), whose chunks are Data.
-var Kinds = []Kind{KindText, KindFrames, KindSegments, KindAudio, KindTimestamps}
+var Kinds = []Kind{KindText, KindFrames, KindSegments, KindAudio, KindTimestamps, KindTensor, KindImage, KindRegions}
 
 // KindNameOK reports whether name may name a kind a pipeline declares:
 // lower-case letters, digits, '.', '_' or '-', starting with a letter.

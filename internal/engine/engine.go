@@ -35,6 +35,16 @@
 // whose result is needed only when the listener reaches some point of the
 // audio (an aligner's sentence) says so with NeededAt, and is due then.
 //
+// # Batches
+//
+// An engine whose units of work can run several at once in one call (a
+// neural model over a batch) implements Batcher and hands its units to
+// RunBatched: the runtime gathers the units that concurrent requests hand
+// to one replica into batches, each run in one RunBatch call, and gives
+// each request its own results. An item's bad input fails that item
+// only (its Err); RunBatch's error fails the batch's items as the
+// server's fault.
+//
 // # Cancellation
 //
 // When the request is aborted or its client goes away, ctx is cancelled.

@@ -87,3 +87,10 @@ func (t requestTurn) due() time.Time {
 
 func (t requestTurn) Yield(ctx context.Context) error { return t.t.Yield(ctx, t.due()) }
 func (t requestTurn) End()                            { t.t.End() }
+
+// Due implements engine.Duer: when the request's units in ctx are due.
+func (t requestTurns) Due(ctx context.Context) time.Time {
+	rt := requestTurn{rq: t.rq}
+	rt.at, rt.needed = engine.Needed(ctx)
+	return rt.due()
+}

@@ -39,6 +39,9 @@ func TestRoundTrip(t *testing.T) {
 		{"carried", carried},
 		{"trace", traced},
 		{"spans", base(spanned(framesChunk(3, 4, 2), 0, 0, "Hi."), spanned(framesChunk(2, 4, 2), 1, 4, "Is 😀 ok?"))},
+		{"tensors", base(tensorsChunk())},
+		{"image", base(imageChunk())},
+		{"regions", base(regionsChunk())},
 	} {
 		for _, key := range [][]byte{nil, testKey} {
 			t.Run(tc.name+map[bool]string{false: "/unsigned", true: "/signed"}[key != nil], func(t *testing.T) {
@@ -295,12 +298,52 @@ func TestBadPayloads(t *testing.T) {
 		{"short str", with(func(e *Envelope) { e.Data[0].Frames.Str = e.Data[0].Frames.Str[1:] }), nil, Expect{}, CodeBadChunk, "frames have 3 excitation strengths, but 4 frames of 1 str_channels need 4"},
 		{"NaN param", with(func(e *Envelope) { e.Data[0].Frames.Params[5] = float32(math.NaN()) }), nil, Expect{}, CodeBadChunk, "frames params[5] is NaN"},
 		{"zero frame shift", with(func(e *Envelope) { e.Data[0].Frames.FrameShift = 0 }), nil, Expect{}, CodeBadChunk, "frame_shift 0"},
+		{"tensor data short", with(func(e *Envelope) {
+			c := tensorsChunk()
+			c.Tensors.Tensors[0].Data = c.Tensors.Tensors[0].Data[4:]
+			e.Data = []engine.Chunk{c}
+		}), nil, Expect{}, CodeBadChunk, `data[0]: tensor "x": shape [1 3 2 2] of float32 makes 48 bytes, but its data has 44`},
+		{"tensor huge shape", with(func(e *Envelope) {
+			c := tensorsChunk()
+			c.Tensors.Tensors[1].Shape = []int64{1 << 20, 1 << 20}
+			e.Data = []engine.Chunk{c}
+		}), nil, Expect{}, CodeBadChunk, `tensor "ids": shape [1048576 1048576] has more than 67108864 elements`},
+		{"tensor unknown type", with(func(e *Envelope) {
+			c := tensorsChunk()
+			c.Tensors.Tensors[1].Type = "complex64"
+			e.Data = []engine.Chunk{c}
+		}), nil, Expect{}, CodeBadChunk, `tensor "ids": unknown element type "complex64"`},
+		{"tensors named twice", with(func(e *Envelope) {
+			c := tensorsChunk()
+			c.Tensors.Tensors[1].Name = "x"
+			e.Data = []engine.Chunk{c}
+		}), nil, Expect{}, CodeBadChunk, `two tensors named "x"`},
+		{"image format", with(func(e *Envelope) {
+			c := imageChunk()
+			c.Image.Format = "gif"
+			e.Data = []engine.Chunk{c}
+		}), nil, Expect{}, CodeBadChunk, `image format "gif"; want png, jpeg or webp`},
+		{"crop pixels short", with(func(e *Envelope) {
+			c := regionsChunk()
+			c.Regions.Regions[0].Crop.Pixels = c.Regions.Regions[0].Crop.Pixels[1:]
+			e.Data = []engine.Chunk{c}
+		}), nil, Expect{}, CodeBadChunk, "regions[0]: a crop of 2×1 RGB pixels has 5 bytes, not 6"},
+		{"confidences for another text", with(func(e *Envelope) {
+			c := regionsChunk()
+			c.Regions.Regions[1].Text = "Hello"
+			e.Data = []engine.Chunk{c}
+		}), nil, Expect{}, CodeBadChunk, "regions[1]: 2 confidences for a text of 5 code points"},
+		{"box not finite", with(func(e *Envelope) {
+			c := regionsChunk()
+			c.Regions.Regions[1].Box[2].Y = float32(math.Inf(1))
+			e.Data = []engine.Chunk{c}
+		}), nil, Expect{}, CodeBadChunk, "regions[1]: its box has a corner that is not a finite number"},
 		{"zero sample rate", with(func(e *Envelope) { e.Data = []engine.Chunk{audioChunk(2), {Audio: &engine.Audio{}}} }), nil, Expect{}, CodeBadChunk, "payload data[1]: audio has sample rate 0"},
 		{"data of a built-in kind", with(func(e *Envelope) { e.Data = []engine.Chunk{dataChunk("audio", "x", nil)} }), nil, Expect{}, CodeBadChunk, "data[0]: data of kind audio, a built-in kind"},
 		{"data with too much meta", with(func(e *Envelope) {
 			e.Data = []engine.Chunk{dataChunk("phonemes", "x", map[string]string{"k": strings.Repeat("v", engine.MaxMetaBytes)})}
 		}), nil, Expect{}, CodeBadChunk, "data[0]: data 4097 bytes of metadata; the limit is 4096"},
-		{"empty chunk", with(func(e *Envelope) { e.Data = []engine.Chunk{{}} }), nil, Expect{}, CodeBadChunk, "data[0]: a chunk holds exactly one of text, frames, segments, audio, words or data; this one holds 0"},
+		{"empty chunk", with(func(e *Envelope) { e.Data = []engine.Chunk{{}} }), nil, Expect{}, CodeBadChunk, "data[0]: a chunk holds exactly one of text, frames, segments, audio, words, tensors, image, regions or data; this one holds 0"},
 		{"two fields", with(func(e *Envelope) { e.Data[0].Text = &engine.Text{Text: "x"} }), nil, Expect{}, CodeBadChunk, "this one holds 2"},
 		{"span alone", with(func(e *Envelope) { e.Data = []engine.Chunk{{Span: &engine.Span{End: 1, Text: "x"}}} }), nil, Expect{}, CodeBadChunk, "this one holds 0"},
 		{"span of a negative sentence", with(func(e *Envelope) { e.Data[0].Span = &engine.Span{Sentence: -1} }), nil, Expect{}, CodeBadChunk, "data[0]: span of sentence -1"},

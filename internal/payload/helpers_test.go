@@ -203,3 +203,21 @@ func dataChunk(kind, bytes string, meta map[string]string) engine.Chunk {
 	}
 	return engine.Chunk{Data: d}
 }
+
+func tensorsChunk() engine.Chunk {
+	x := engine.Float32Tensor("x", []int64{1, 3, 2, 2}, []float32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
+	ids := engine.Tensor{Name: "ids", Type: engine.Int64, Shape: []int64{2}, Data: []byte{1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0}}
+	return engine.Chunk{Tensors: &engine.Tensors{Tensors: []engine.Tensor{x, ids}}}
+}
+
+func imageChunk() engine.Chunk {
+	return engine.Chunk{Image: &engine.Image{Format: "png", Width: 2, Height: 1, Bytes: []byte("\x89PNG not really")}}
+}
+
+func regionsChunk() engine.Chunk {
+	box := [4]engine.Point{{X: 1, Y: 2}, {X: 30, Y: 2.5}, {X: 30, Y: 12}, {X: 1, Y: 11.5}}
+	return engine.Chunk{Regions: &engine.Regions{Width: 40, Height: 20, Regions: []engine.Region{
+		{Index: 0, Box: box, Score: 0.9, Crop: &engine.Crop{Width: 2, Height: 1, Pixels: []byte{1, 2, 3, 4, 5, 6}}},
+		{Index: 1, Box: box, Score: 0.7, Rotated: true, Text: "Hé", Confidence: []float32{0.99, 0.5}},
+	}}}
+}

@@ -434,6 +434,9 @@ var (
 		fieldOf("s", "segments", oneOf, ptrTo(segmentsSchema), func(c *engine.Chunk) **engine.Segments { return &c.Segments }, "diphone segments"),
 		fieldOf("a", "audio", oneOf, ptrTo(audioSchema), func(c *engine.Chunk) **engine.Audio { return &c.Audio }, "audio"),
 		fieldOf("w", "words", oneOf, ptrTo(wordsSchema), func(c *engine.Chunk) **engine.Words { return &c.Words }, "word timestamps"),
+		fieldOf("tn", "tensors", oneOf, ptrTo(tensorsSchema), func(c *engine.Chunk) **engine.Tensors { return &c.Tensors }, "named tensors"),
+		fieldOf("im", "image", oneOf, ptrTo(imageSchema), func(c *engine.Chunk) **engine.Image { return &c.Image }, "an encoded image"),
+		fieldOf("rg", "regions", oneOf, ptrTo(regionsSchema), func(c *engine.Chunk) **engine.Regions { return &c.Regions }, "text regions of an image"),
 		fieldOf("d", "data", oneOf, ptrTo(dataSchema), func(c *engine.Chunk) **engine.Data { return &c.Data }, "a chunk of a kind the pipeline declares"),
 		fieldOf("sp", "span", optional, ptrTo(spanSchema), func(c *engine.Chunk) **engine.Span { return &c.Span }, "the sentence of the request's text the chunk begins to speak"),
 	)

@@ -35,7 +35,8 @@ func schemaDoc() []string {
 		envelopeSchema.docTable(), promptSchema.docTable(), outputSchema.docTable(),
 		chunkSchema.docTable(), spanSchema.docTable(), textSchema.docTable(), framesSchema.docTable(),
 		segmentsSchema.docTable(), audioSchema.docTable(), wordsSchema.docTable(),
-		wordSchema.docTable(), dataSchema.docTable(), errorSchema.docTable(),
+		wordSchema.docTable(), tensorsSchema.docTable(), tensorSchema.docTable(), imageSchema.docTable(),
+		regionsSchema.docTable(), regionSchema.docTable(), cropSchema.docTable(), dataSchema.docTable(), errorSchema.docTable(),
 	} {
 		if i > 0 {
 			lines = append(lines, "")

@@ -148,13 +148,14 @@ func validateChunks(where string, cs []engine.Chunk, kind engine.Kind) *Error {
 // chunkProblem describes what is wrong with c, or returns "".
 func chunkProblem(c *engine.Chunk) string {
 	n := 0
-	for _, set := range [...]bool{c.Text != nil, c.Frames != nil, c.Segments != nil, c.Audio != nil, c.Words != nil, c.Data != nil} {
+	for _, set := range [...]bool{c.Text != nil, c.Frames != nil, c.Segments != nil, c.Audio != nil, c.Words != nil,
+		c.Tensors != nil, c.Image != nil, c.Regions != nil, c.Data != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return fmt.Sprintf("a chunk holds exactly one of text, frames, segments, audio, words or data; this one holds %d", n)
+		return fmt.Sprintf("a chunk holds exactly one of text, frames, segments, audio, words, tensors, image, regions or data; this one holds %d", n)
 	}
 	if c.Span != nil {
 		if p := spanProblem(c.Span); p != "" {
@@ -170,6 +171,12 @@ func chunkProblem(c *engine.Chunk) string {
 		return framesProblem(c.Frames)
 	case c.Data != nil:
 		return dataProblem(c.Data)
+	case c.Tensors != nil:
+		return tensorsProblem(c.Tensors)
+	case c.Image != nil:
+		return imageProblem(c.Image)
+	case c.Regions != nil:
+		return regionsProblem(c.Regions)
 	case c.Segments != nil:
 		return segmentsProblem(c.Segments)
 	case c.Audio != nil:
