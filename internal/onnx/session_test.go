@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -327,5 +328,27 @@ func TestConcurrentRuns(t *testing.T) {
 	<-done
 	if _, err := s.Run(context.Background(), in); !errors.Is(err, ErrClosed) {
 		t.Errorf("Run after Close = %v; want ErrClosed", err)
+	}
+}
+
+// TestUnalignedInput runs the classifier on a crop whose data does not
+// start at a multiple of 4 bytes: the answer is the aligned crop's.
+func TestUnalignedInput(t *testing.T) {
+	s := open(t, clsModel, Options{})
+	x := ramp([]int64{1, 3, 48, 192})
+	want, err := s.Run(context.Background(), []engine.Tensor{x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len(x.Data)+1)
+	copy(buf[1:], x.Data)
+	odd := x
+	odd.Data = buf[1:]
+	got, err := s.Run(context.Background(), []engine.Tensor{odd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := floats(t, got[0]), floats(t, want[0]); !slices.Equal(g, w) {
+		t.Errorf("unaligned crop: %v; aligned: %v", g, w)
 	}
 }
