@@ -23,14 +23,14 @@ var benchCases = []struct {
 	{"model=rec", recModel, []int64{1, 3, 48, 320}},
 }
 
-// benchCalls returns the three ways BenchmarkRun runs file's model on x:
-// the backend keeping its outputs (backend), the backend giving them back
-// (backend-recycle: an engine that decodes them into its answer), and the
-// binding called directly with the same session options, reusing input
-// and output tensors made once (binding), so that the difference is all
-// this package adds (checks, wrapping the input, output memory, the run's
-// cancellation). Each fails b on an error.
-func benchCalls(b *testing.B, file string, x engine.Tensor) (names []string, calls []func()) {
+// benchCalls returns two ways to run file's model on x: the backend
+// (giving its outputs back with Recycle when recycle is set, as an engine
+// that decodes them into its answer would), and the binding called
+// directly with the same session options, reusing input and output
+// tensors made once, so that the difference is all this package adds
+// (checks, wrapping the input, output memory, the run's cancellation).
+// Each fails b on an error.
+func benchCalls(b *testing.B, file string, x engine.Tensor, recycle bool) (backend, binding func()) {
 	s := open(b, file, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
@@ -39,40 +39,43 @@ func benchCalls(b *testing.B, file string, x engine.Tensor) (names []string, cal
 		b.Fatal(err)
 	}
 	direct, in, outT := directSession(b, s, x, out[0].Shape, Options{})
-	backend := func(recycle bool) func() {
-		return func() {
-			out, err := s.Run(ctx, []engine.Tensor{x})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if recycle {
-				Recycle(out)
-			}
+	backend = func() {
+		out, err := s.Run(ctx, []engine.Tensor{x})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if recycle {
+			Recycle(out)
 		}
 	}
-	binding := func() {
+	binding = func() {
 		if err := direct.Run([]ort.Value{in}, []ort.Value{outT}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	return []string{"backend", "backend-recycle", "binding"}, []func(){backend(false), backend(true), binding}
+	return backend, binding
 }
 
-// BenchmarkRun times each of benchCalls' ways to run the classifier and
-// the recognizer. -count repeats a case in a row, so alternate the cases
-// by running the test binary six times:
+// BenchmarkRun times benchCalls' backend, keeping its outputs (kept) or
+// recycling them (recycled), and binding, on the classifier and the
+// recognizer. -count repeats a case in a row, so alternate the cases by
+// running the test binary six times:
 //
 //	go test -c -o onnx.test ./internal/onnx
 //	for i in 1 2 3 4 5 6; do ./onnx.test -test.run '^$' -test.bench 'BenchmarkRun$'; done | benchstat -col /call -
 func BenchmarkRun(b *testing.B) {
 	for _, c := range benchCases {
 		b.Run(c.name, func(b *testing.B) {
-			names, calls := benchCalls(b, c.file, ramp(c.in))
-			for i, call := range calls {
-				b.Run("call="+names[i], func(b *testing.B) {
+			kept, binding := benchCalls(b, c.file, ramp(c.in), false)
+			recycled, _ := benchCalls(b, c.file, ramp(c.in), true)
+			for _, call := range []struct {
+				name string
+				f    func()
+			}{{"backend-kept", kept}, {"backend-recycled", recycled}, {"binding", binding}} {
+				b.Run("call="+call.name, func(b *testing.B) {
 					b.ReportAllocs()
 					for b.Loop() {
-						call()
+						call.f()
 					}
 				})
 			}
@@ -81,43 +84,46 @@ func BenchmarkRun(b *testing.B) {
 }
 
 // BenchmarkRunPaired makes BenchmarkRun's comparison call by call: each
-// iteration makes each of benchCalls' calls once, in an order that turns
-// from one iteration to the next (the first runs on the caches the last
-// warmed), and reports each one's wall time, and its ratio to the
-// binding's in wall time (/binding) and in the CPU time of the calling
-// thread (/binding-cpu: with one intra-op thread ONNX Runtime computes on
-// the caller's thread, so this ratio holds when other processes take the
-// cores):
+// iteration calls the backend and the binding once each, which first
+// turning from one iteration to the next (the second runs on the caches
+// the first warmed), and reports each one's wall time, and the backend's
+// ratio to the binding's in wall time (backend/binding) and in the CPU
+// time of the calling thread (backend/binding-cpu: with one intra-op
+// thread ONNX Runtime computes on the caller's thread, so this ratio holds
+// when other processes take the cores). The backend's outputs are kept,
+// or recycled (the two share the pool, so they are not mixed in one run):
 //
-//	go test -run '^$' -bench 'BenchmarkRunPaired' -count 6 ./internal/onnx | benchstat -
+//	go test -run '^$' -bench 'BenchmarkRunPaired' -count 6 ./internal/onnx | benchstat -col /outputs -
 func BenchmarkRunPaired(b *testing.B) {
 	for _, c := range benchCases {
-		b.Run(c.name, func(b *testing.B) {
-			names, calls := benchCalls(b, c.file, ramp(c.in))
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			wall := make([]time.Duration, len(calls))
-			cpu := make([]time.Duration, len(calls))
-			turn := 0
-			for b.Loop() {
-				for k := range calls {
-					i := (turn + k) % len(calls)
-					t0, c0 := time.Now(), threadCPU(b)
-					calls[i]()
-					wall[i] += time.Since(t0)
-					cpu[i] += threadCPU(b) - c0
-				}
-				turn++
+		for _, recycle := range []bool{false, true} {
+			name := c.name + "/outputs=kept"
+			if recycle {
+				name = c.name + "/outputs=recycled"
 			}
-			last := len(calls) - 1 // the binding
-			for i, name := range names {
-				b.ReportMetric(float64(wall[i].Nanoseconds())/float64(b.N), name+"-ns/op")
-				if i != last {
-					b.ReportMetric(float64(wall[i])/float64(wall[last]), name+"/binding")
-					b.ReportMetric(float64(cpu[i])/float64(cpu[last]), name+"/binding-cpu")
+			b.Run(name, func(b *testing.B) {
+				backend, binding := benchCalls(b, c.file, ramp(c.in), recycle)
+				calls := []func(){backend, binding}
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				var wall, cpu [2]time.Duration
+				turn := 0
+				for b.Loop() {
+					for k := range calls {
+						i := (turn + k) % len(calls)
+						t0, c0 := time.Now(), threadCPU(b)
+						calls[i]()
+						wall[i] += time.Since(t0)
+						cpu[i] += threadCPU(b) - c0
+					}
+					turn++
 				}
-			}
-		})
+				b.ReportMetric(float64(wall[0].Nanoseconds())/float64(b.N), "backend-ns/op")
+				b.ReportMetric(float64(wall[1].Nanoseconds())/float64(b.N), "binding-ns/op")
+				b.ReportMetric(float64(wall[0])/float64(wall[1]), "backend/binding")
+				b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "backend/binding-cpu")
+			})
+		}
 	}
 }
 
