@@ -243,26 +243,40 @@ func TestDockerfilePackages(t *testing.T) {
 }
 
 // TestDockerfileRuntimeLibraries checks that every shared library a freshly
-// built omnistage links against (ldd) comes from a package the runtime
-// stage installs, itself or as a dependency of one it names (apt installs
-// those), or from the base image.
+// built omnistage links against (ldd), and every one ONNX Runtime's library
+// (which it loads at run time) links against, comes from a package the
+// runtime stage installs, itself or as a dependency of one it names (apt
+// installs those), or from the base image.
 func TestDockerfileRuntimeLibraries(t *testing.T) {
 	for _, tool := range []string{"ldd", "dpkg", "dpkg-query"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not found: this check runs on Debian", tool)
 		}
 	}
-	bin := omnistage(t)
+	objects := []string{omnistage(t)}
+	if ort := onnxRuntimeLibrary(t); fileExists(ort) {
+		objects = append(objects, ort)
+	} else {
+		t.Errorf("%s is not installed: scripts/install-deps.sh installs it", ort)
+	}
 	rt := aptInstalls(parseDockerfile(t).runtime())
 	installed := dependencyClosure(t, rt)
 
-	out, err := exec.Command("ldd", bin).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ldd %s: %v\n%s", bin, err, out)
-	}
-	libs := lddPaths(string(out))
-	if len(libs) == 0 {
-		t.Fatalf("ldd found no libraries in %s:\n%s", bin, out)
+	var libs []string
+	for _, obj := range objects {
+		out, err := exec.Command("ldd", obj).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ldd %s: %v\n%s", obj, err, out)
+		}
+		l := lddPaths(string(out))
+		if len(l) == 0 {
+			t.Fatalf("ldd found no libraries in %s:\n%s", obj, out)
+		}
+		for _, lib := range l {
+			if !slices.Contains(libs, lib) {
+				libs = append(libs, lib)
+			}
+		}
 	}
 	missing := map[string][]string{} // package -> its libraries
 	var order []string
@@ -284,7 +298,7 @@ func TestDockerfileRuntimeLibraries(t *testing.T) {
 		}
 	}
 	for _, pkg := range order {
-		t.Errorf("omnistage links %s from package %s, which the runtime stage does not install: add %s to its apt-get install",
+		t.Errorf("omnistage or ONNX Runtime links %s from package %s, which the runtime stage does not install: add %s to its apt-get install",
 			strings.Join(missing[pkg], ", "), pkg, pkg)
 	}
 }
@@ -483,6 +497,8 @@ func TestDockerignore(t *testing.T) {
 		{"cmd/omnistage/main.go", false},
 		{"internal/pipeline/builtin/tts.yaml", false},
 		{"internal/engine/flite/flite.go", false},
+		{"third_party/onnxruntime/LICENSE", false},
+		{"third_party/ppocr/NOTICE", false},
 	}
 	for _, tt := range tests {
 		got, err := pm.MatchesOrParentMatches(tt.path)
