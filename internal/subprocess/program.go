@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 )
 
@@ -50,6 +51,29 @@ func Environ(env map[string]string) []string {
 		out = append(out, k+"="+v)
 	}
 	return out
+}
+
+// MissingModule reports whether lines, a program's last lines of standard
+// error, say that it could not import a module (Python's
+// ModuleNotFoundError, "No module named ..."): with the clean environment
+// Start gives, the usual cause is a variable (PYTHONPATH) or a virtualenv
+// the program does not get.
+func MissingModule(lines []string) bool {
+	for _, l := range lines {
+		if strings.Contains(l, "ModuleNotFoundError") || strings.Contains(l, "No module named") {
+			return true
+		}
+	}
+	return false
+}
+
+// CleanEnvHint says what to do about a program that MissingModule finds,
+// whose variables are given by env (the stage's options.env, stage
+// check's --env K=V).
+func CleanEnvHint(env string) string {
+	return "the program's environment is clean (PATH and " + env + " only, nothing else of this one's): " +
+		"name the Python that has the module in the command (a virtualenv's bin/python), " +
+		"or give the program the variables it needs (PYTHONPATH) with " + env
 }
 
 // waitDelay bounds the wait for a program's output to close once it has

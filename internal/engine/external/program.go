@@ -124,8 +124,17 @@ func (e *Engine) lose(cause error) {
 	e.child.ExitedWithin(exitWait)
 	how := e.child.How()
 	e.console.Line([]byte(fmt.Sprintf("lost: %v (%s)", cause, how)))
-	e.Mark(fmt.Errorf("%s: program %q of replica %s (pid %d): %v (%s)%s: %w",
-		Name, e.opts.Command, e.id, e.child.Pid(), cause, how, e.console.Last(), engine.ErrReplicaLost))
+	e.Mark(fmt.Errorf("%s: program %q of replica %s (pid %d): %v (%s)%s%s: %w",
+		Name, e.opts.Command, e.id, e.child.Pid(), cause, how, e.envHint(), e.console.Last(), engine.ErrReplicaLost))
+}
+
+// envHint is what to add to the error of a program that died on an import:
+// "; the program's environment is clean ...", or "".
+func (e *Engine) envHint() string {
+	if !subprocess.MissingModule(e.console.Tail()) {
+		return ""
+	}
+	return "; " + subprocess.CleanEnvHint("options.env of the stage's deploy entry")
 }
 
 // read reads the program's messages until its output ends, handing each to
@@ -218,7 +227,7 @@ func (e *Engine) Warm(ctx context.Context) error {
 		// A program that failed to start is of no use: stop it now, so that
 		// closing the replica does not wait for it.
 		_ = e.child.Kill()
-		return fmt.Errorf("%s: program %q: %w%s", Name, e.opts.Command, err, e.console.Last())
+		return fmt.Errorf("%s: program %q: %w%s%s", Name, e.opts.Command, err, e.envHint(), e.console.Last())
 	}
 	wait := func(what string) error {
 		select {
@@ -228,7 +237,9 @@ func (e *Engine) Warm(ctx context.Context) error {
 			}
 			return fail(ctx.Err())
 		case <-e.Lost():
-			return fail(e.Loss.Err())
+			// The loss's error names the program, says how it ended and
+			// holds its last output.
+			return e.Loss.Err()
 		}
 	}
 	select {
