@@ -7,8 +7,9 @@
 # and iproute2, curl and openssl run the README's two-host example in network
 # namespaces; espeak-ng and Python 3 (Debian's, unless a python3 is already
 # installed) run examples/espeak, whose stages are Python programs over
-# espeak-ng, and the Python SDK's tests (python3-websockets: the README's
-# WebSocket client). Node.js (Debian's, unless a node is already installed) and the
+# espeak-ng, and the Python SDK's tests (python3-venv: the test that
+# installs the SDK into a fresh virtualenv with pip, offline;
+# python3-websockets: the README's WebSocket client). Node.js (Debian's, unless a node is already installed) and the
 # OpenAI Node SDK pinned in test/openai-node run the SDK compatibility test,
 # and chromium, headless, runs the web playground's test (test/browser).
 # ONNX Runtime's C library (from the npm package onnxruntime-node) and the
@@ -20,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libmp3lame-dev libopusenc-dev libflac-dev ffmpeg mpg123 opus-tools flac iproute2 curl openssl chromium espeak-ng python3-websockets)
+packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libmp3lame-dev libopusenc-dev libflac-dev ffmpeg mpg123 opus-tools flac iproute2 curl openssl chromium espeak-ng python3-venv python3-websockets)
 
 missing=()
 for p in "${packages[@]}"; do

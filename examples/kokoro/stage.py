@@ -14,12 +14,10 @@ default (af_heart).
 """
 
 import os
-import re
 import sys
-from array import array
 
 # This example runs from the repository: the SDK is two folders up. A
-# stage of your own would install it, or set PYTHONPATH.
+# stage of your own installs it (pip install ./sdk/python) instead.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python"))
 
 import omnistage_stage as st  # noqa: E402
@@ -29,35 +27,6 @@ LANG = os.environ.get("KOKORO_LANG", "a")
 VOICES = os.environ.get("KOKORO_VOICES", "af_heart").split(",")
 LANGUAGES = {"a": "en-US", "b": "en-GB", "e": "es", "f": "fr-FR", "h": "hi",
              "i": "it", "j": "ja", "p": "pt-BR", "z": "zh"}
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def sentences(job):
-    """Yields the job's text a sentence at a time, each once its end has
-    arrived (the text may come in pieces)."""
-    pending = ""
-    for chunk in job.input():
-        pending += chunk.text
-        *done, pending = SENTENCE_END.split(pending)
-        yield from (s for s in done if s.strip())
-    if pending.strip() and not job.cancelled:
-        yield pending.strip()
-
-
-def pcm16(samples):
-    """16-bit little-endian PCM of float samples in [-1, 1], clipped."""
-    pcm = array("h", [round(32767 * (1.0 if s > 1 else -1.0 if s < -1 else s)) for s in samples])
-    if sys.byteorder == "big":
-        pcm.byteswap()
-    return pcm.tobytes()
-
-
-def send_pcm(job, rate, pcm):
-    """Sends 16-bit PCM in chunks of 100 ms, so the next stage gets it as
-    credit allows."""
-    step = rate // 10 * 2
-    for at in range(0, len(pcm), step):
-        job.send(st.Audio(rate, pcm[at:at + step]))
 
 
 class Kokoro(st.Stage):
@@ -88,9 +57,9 @@ class Kokoro(st.Stage):
 
     def process(self, job):
         voice, speed = job.params.get("voice", VOICES[0]), job.params.get("speed", 1)
-        for sentence in sentences(job):
+        for sentence in st.sentences(job):
             for _graphemes, _phonemes, audio in self.pipeline(sentence, voice=voice, speed=speed):
-                send_pcm(job, RATE, pcm16(audio.tolist()))  # audio: a 1-D torch tensor
+                st.send_pcm(job, RATE, st.pcm16(audio.tolist()))  # audio: a 1-D torch tensor
             job.send(st.Audio(RATE, b"", True))
 
 

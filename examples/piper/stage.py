@@ -14,38 +14,16 @@ BCP 47 language, when its name does not start with it (en_US-...).
 """
 
 import os
-import re
 import sys
 
 # This example runs from the repository: the SDK is two folders up. A
-# stage of your own would install it, or set PYTHONPATH.
+# stage of your own installs it (pip install ./sdk/python) instead.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sdk", "python"))
 
 import omnistage_stage as st  # noqa: E402
 
 MODEL = os.environ.get("PIPER_MODEL", "")
 VOICE = os.path.basename(MODEL).removesuffix(".onnx")  # en_US-lessac-medium
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def sentences(job):
-    """Yields the job's text a sentence at a time, each once its end has
-    arrived (the text may come in pieces)."""
-    pending = ""
-    for chunk in job.input():
-        pending += chunk.text
-        *done, pending = SENTENCE_END.split(pending)
-        yield from (s for s in done if s.strip())
-    if pending.strip() and not job.cancelled:
-        yield pending.strip()
-
-
-def send_pcm(job, rate, pcm):
-    """Sends 16-bit PCM in chunks of 100 ms, so the next stage gets it as
-    credit allows."""
-    step = rate // 10 * 2
-    for at in range(0, len(pcm), step):
-        job.send(st.Audio(rate, pcm[at:at + step]))
 
 
 class Piper(st.Stage):
@@ -81,9 +59,9 @@ class Piper(st.Stage):
 
         config = SynthesisConfig(length_scale=self.voice.config.length_scale / job.params.get("speed", 1))
         rate = self.voice.config.sample_rate
-        for sentence in sentences(job):
+        for sentence in st.sentences(job):
             for chunk in self.voice.synthesize(sentence, syn_config=config):
-                send_pcm(job, chunk.sample_rate, chunk.audio_int16_bytes)
+                st.send_pcm(job, chunk.sample_rate, chunk.audio_int16_bytes)
             job.send(st.Audio(rate, b"", True))
 
 

@@ -25,7 +25,7 @@ func (env Env) loadConfig(ref string) (*pipeline.Config, error) {
 		return nil, err
 	}
 	reg := env.registry()
-	if err := c.CheckEngines(reg.Has, reg.Names()); err != nil {
+	if err := c.CheckEngines(reg); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -47,7 +47,7 @@ func (env Env) loadPipelines(refs []string) ([]*pipeline.Config, error) {
 	reg := env.registry()
 	var errs []error
 	for _, c := range cfgs {
-		errs = append(errs, c.CheckEngines(reg.Has, reg.Names()))
+		errs = append(errs, c.CheckEngines(reg))
 	}
 	return cfgs, errors.Join(errs...)
 }

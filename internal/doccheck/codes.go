@@ -1,7 +1,8 @@
 // Package doccheck holds what the tests that keep the reference docs
-// (docs/*.md) equal to the code share: reading the error codes a package
-// declares from its source. Only tests import it; it imports nothing of
-// the project, so that the test binaries it joins stay small.
+// (docs/*.md) equal to the code share: reading the constants (error
+// codes, message types) a package declares from its source. Only tests
+// import it; it imports nothing of the project, so that the test binaries
+// it joins stay small.
 package doccheck
 
 import (
@@ -19,6 +20,14 @@ import (
 // the test when there are none.
 func CodeConstants(tb testing.TB, dir string) map[string]string {
 	tb.Helper()
+	return StringConstants(tb, dir, "Code")
+}
+
+// StringConstants returns the string constants whose names start with
+// prefix that the non-test files of the package in dir declare, by name.
+// It fails the test when there are none.
+func StringConstants(tb testing.TB, dir, prefix string) map[string]string {
+	tb.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		tb.Fatal(err)
@@ -35,21 +44,21 @@ func CodeConstants(tb testing.TB, dir string) map[string]string {
 		}
 		for _, d := range f.Decls {
 			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.CONST {
-				addCodes(consts, g)
+				addConstants(consts, g, prefix)
 			}
 		}
 	}
 	if len(consts) == 0 {
-		tb.Fatalf("%s declares no Code constants", dir)
+		tb.Fatalf("%s declares no %s constants", dir, prefix)
 	}
 	return consts
 }
 
-func addCodes(consts map[string]string, g *ast.GenDecl) {
+func addConstants(consts map[string]string, g *ast.GenDecl, prefix string) {
 	for _, spec := range g.Specs {
 		vs := spec.(*ast.ValueSpec)
 		for i, name := range vs.Names {
-			if !strings.HasPrefix(name.Name, "Code") || i >= len(vs.Values) {
+			if !strings.HasPrefix(name.Name, prefix) || i >= len(vs.Values) {
 				continue
 			}
 			if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {

@@ -386,6 +386,13 @@ type Driver struct {
 	// Voices are the voices a talker engine speaks with (its "voice"
 	// param); nil for other engines.
 	Voices []Voice
+	// DeployKeys are the keys of a stage's deploy entry that the engine
+	// takes whatever the stage's placement, their values given in Spec
+	// (an engine that runs programs of its own takes timeout and
+	// warm_timeout, which otherwise bound only replicas outside the
+	// runtime's process). The configuration refuses such a key on a stage
+	// whose placement does not take it and whose engine does not name it.
+	DeployKeys []string
 }
 
 // Voice is one voice of a talker engine.

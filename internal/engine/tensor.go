@@ -3,10 +3,9 @@ package engine
 // The tensor kind: named tensors, as a model backend takes and gives them.
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
-	"unsafe"
+
+	"github.com/omnistage/omnistage/internal/lebytes"
 )
 
 // DType is a tensor's element type, named as NumPy names it.
@@ -138,10 +137,6 @@ func (ts *Tensors) Find(name string) *Tensor {
 	return nil
 }
 
-// nativeLE is whether this machine stores numbers little-endian, so that
-// a tensor's bytes are its elements as they are in memory.
-var nativeLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
-
 // Float32s returns a float32 tensor's elements. On a little-endian machine
 // they share t.Data's memory (read-only, as every chunk is).
 func (t *Tensor) Float32s() ([]float32, error) {
@@ -151,18 +146,13 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	if len(t.Data)%4 != 0 {
 		return nil, fmt.Errorf("tensor %q: %d bytes is not a whole number of float32s", t.Name, len(t.Data))
 	}
-	n := len(t.Data) / 4
-	if n == 0 {
+	if len(t.Data) == 0 {
 		return []float32{}, nil
 	}
-	if nativeLE && uintptr(unsafe.Pointer(&t.Data[0]))%4 == 0 {
-		return unsafe.Slice((*float32)(unsafe.Pointer(&t.Data[0])), n), nil
+	if v, ok := lebytes.ViewFloat32s(t.Data); ok {
+		return v, nil
 	}
-	out := make([]float32, n)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
-	}
-	return out, nil
+	return lebytes.Float32s(t.Data), nil
 }
 
 // Float32Tensor returns a float32 tensor named name of shape with the
@@ -174,13 +164,10 @@ func Float32Tensor(name string, shape []int64, v []float32) Tensor {
 		t.Data = []byte{}
 		return t
 	}
-	if nativeLE {
-		t.Data = unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
-		return t
-	}
-	t.Data = make([]byte, 4*len(v))
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(t.Data[4*i:], math.Float32bits(f))
+	if b, ok := lebytes.ViewFloat32Bytes(v); ok {
+		t.Data = b
+	} else {
+		t.Data = lebytes.AppendFloat32s(make([]byte, 0, 4*len(v)), v)
 	}
 	return t
 }

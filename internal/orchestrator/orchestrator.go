@@ -154,7 +154,7 @@ func New(cfg *pipeline.Config, opts Options) (*Orchestrator, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := cfg.CheckEngines(opts.Registry.Has, opts.Registry.Names()); err != nil {
+	if err := cfg.CheckEngines(opts.Registry); err != nil {
 		return nil, err
 	}
 	o := &Orchestrator{

@@ -4,6 +4,7 @@ package payload
 
 import (
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/lebytes"
 )
 
 var (
@@ -27,7 +28,7 @@ var (
 				f = append(f, p.X, p.Y)
 			}
 			w.binLen(4 * len(f))
-			w.b = appendFloat32s(w.b, f)
+			w.b = lebytes.AppendFloat32s(w.b, f)
 		},
 		read: func(r *reader, q *[4]engine.Point) error {
 			b, err := r.binView()

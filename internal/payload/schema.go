@@ -13,8 +13,8 @@ import (
 	"math/bits"
 	"slices"
 
-	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/lebytes"
 )
 
 // presence says whether a field must be in its map.
@@ -360,7 +360,7 @@ var (
 		typ: "bin of int16",
 		write: func(w *writer, s *[]int16) {
 			w.binLen(2 * len(*s))
-			w.b = audio.AppendPCMBytes(w.b, *s)
+			w.b = lebytes.AppendInt16s(w.b, *s)
 		},
 		read: func(r *reader, s *[]int16) error {
 			*s = nil
@@ -382,7 +382,7 @@ var (
 		typ: "bin of float32",
 		write: func(w *writer, s *[]float32) {
 			w.binLen(4 * len(*s))
-			w.b = appendFloat32s(w.b, *s)
+			w.b = lebytes.AppendFloat32s(w.b, *s)
 		},
 		read: func(r *reader, s *[]float32) error {
 			*s = nil

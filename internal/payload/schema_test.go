@@ -2,6 +2,7 @@ package payload
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"os"
 	"slices"
@@ -83,24 +84,41 @@ func TestDocSchema(t *testing.T) {
 	t.Errorf("the schema tables of %s differ from the schema (rerun with -update):\n got\n%s\nwant\n%s", docPath, strings.Join(lines[start:end], "\n"), strings.Join(want, "\n"))
 }
 
-// TestBulkPortable checks the little-endian fast paths for float32s
-// against the portable ones, which big-endian hosts use (package audio
-// checks its own for samples).
-func TestBulkPortable(t *testing.T) {
+// TestBulkFloat32s checks that float32s travel as little-endian bins,
+// bit for bit (NaN's payload, infinities, -0 and denormals included),
+// through a codec that copies them out and one that reads them in place
+// (package lebytes checks its fast paths against the portable ones, which
+// big-endian hosts use).
+func TestBulkFloat32s(t *testing.T) {
 	floats := framesChunk(7, 3, 0).Frames.Params
-	floats = append(floats, float32(math.Inf(-1)), math.Float32frombits(0x7fc00001), math.SmallestNonzeroFloat32, -0)
+	floats = append(floats, float32(math.Inf(-1)), math.Float32frombits(0x7fc00001), math.SmallestNonzeroFloat32, float32(math.Copysign(0, -1)))
 	for _, n := range []int{0, 1, len(floats)} {
 		s := floats[:n]
-		fast, portable := appendFloat32s(nil, s), appendFloat32sPortable(nil, s)
-		if !bytes.Equal(fast, portable) || len(fast) != 4*n {
-			t.Fatalf("float32s of %d: fast and portable encodings differ", n)
+		w := &writer{}
+		float32sV.write(w, &s)
+		var want []byte
+		for _, v := range s {
+			want = binary.LittleEndian.AppendUint32(want, math.Float32bits(v))
 		}
-		back := make([]float32, n)
-		float32sPortable(back, fast)
-		got := float32sFrom(fast)
-		for i := range s {
-			if math.Float32bits(back[i]) != math.Float32bits(s[i]) || math.Float32bits(got[i]) != math.Float32bits(s[i]) {
-				t.Fatalf("float32s of %d: element %d does not round trip bit for bit", n, i)
+		if !bytes.HasSuffix(w.b, want) || len(w.b) < len(want) {
+			t.Fatalf("float32s of %d: encoded %x; want a bin of %x", n, w.b, want)
+		}
+		for _, own := range []bool{false, true} {
+			r := &reader{b: bytes.Clone(w.b)}
+			if own {
+				r.own(r.b)
+			}
+			var got []float32
+			if err := float32sV.read(r, &got); err != nil {
+				t.Fatalf("float32s of %d (own %v): %v", n, own, err)
+			}
+			if len(got) != n {
+				t.Fatalf("float32s of %d (own %v): %d back", n, own, len(got))
+			}
+			for i := range s {
+				if math.Float32bits(got[i]) != math.Float32bits(s[i]) {
+					t.Fatalf("float32s of %d (own %v): element %d does not round trip bit for bit", n, own, i)
+				}
 			}
 		}
 	}

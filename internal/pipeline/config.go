@@ -113,8 +113,10 @@ type DeployStage struct {
 	// Worker configures a replica's worker process (placement process).
 	Worker Worker
 
-	line int
-	seen map[string]bool // the keys the file gave
+	line       int
+	path       string          // the entry's field path, for errors
+	seen       map[string]bool // the keys the file gave
+	engineKeys []*deployKey    // the keys given that only the engine may take (CheckEngines)
 }
 
 // Link configures how a replica outside this process is called and

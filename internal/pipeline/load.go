@@ -13,13 +13,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -30,11 +28,6 @@ import (
 // servers (placement remote): the stage servers' configuration names its
 // real engine. It is the one engine name that need not be registered.
 const EngineRemote = "remote"
-
-// EngineExternal is the engine name of a stage whose replicas are programs
-// speaking the stage protocol: its deploy entry may bound them with
-// timeout and warm_timeout whatever its placement.
-const EngineExternal = "external"
 
 // DefaultBuiltin is the pipeline served when no configuration is given.
 const DefaultBuiltin = "tts"
@@ -313,206 +306,6 @@ func validate(c *Config, errs *errList) {
 func checkEngine(errs *errList, line int, path, name string) {
 	if name == "" {
 		errs.add(line, path, "missing: the engine that computes this stage")
-	}
-}
-
-// CheckEngines checks every stage's engine name (the aligner's included)
-// against the engines this program has: known reports whether a name is
-// registered. EngineRemote needs no registration; Parse has already
-// required placement remote for it. The error, if any, is an Errors
-// naming each unknown engine's file, line and field, and the known ones.
-func (c *Config) CheckEngines(known func(name string) bool, names []string) error {
-	errs := &errList{file: c.Source}
-	check := func(line int, path, name string) {
-		if name != EngineRemote && !known(name) {
-			errs.add(line, path, "unknown engine %q (engines: %s)", name, strings.Join(names, ", "))
-		}
-	}
-	for i, s := range c.Pipeline.Stages {
-		check(s.line, index("pipeline.stages", i)+".engine", s.Engine)
-	}
-	if a := c.Pipeline.Aligner; a != nil {
-		check(a.line, "pipeline.aligner.engine", a.Engine)
-	}
-	return errs.err()
-}
-
-func validateDeploy(c *Config, errs *errList) {
-	d := &c.Deploy
-	positive := func(v *int, def int, path string) {
-		switch {
-		case *v == 0:
-			*v = def
-		case *v < 0:
-			errs.add(0, path, "must be at least 1, got %d", *v)
-		}
-	}
-	positive(&d.MaxInflight, DefaultMaxInflight, "deploy.max_inflight")
-	positive(&d.StreamBuffer, DefaultStreamBuffer, "deploy.stream_buffer")
-	positive(&d.MaxAudioSeconds, DefaultMaxAudioSeconds, "deploy.max_audio_seconds")
-	if d.AbortTimeout == 0 {
-		d.AbortTimeout = DefaultAbortTimeout
-	}
-
-	n := len(c.Pipeline.Stages)
-	total := n
-	if c.Pipeline.Aligner != nil {
-		total++
-	}
-	byID := make([]*DeployStage, total)
-	for i := range d.Stages {
-		s := &d.Stages[i]
-		path := index("deploy.stages", i)
-		switch {
-		case s.ID == noID:
-			continue
-		case s.ID < 0 || s.ID >= total:
-			errs.add(s.line, path+".id", "no stage %d (%s)", s.ID, idRange(n, c.Pipeline.Aligner != nil))
-			continue
-		case byID[s.ID] != nil:
-			errs.add(s.line, path+".id", "stage %d is deployed twice", s.ID)
-			continue
-		}
-		byID[s.ID] = s
-		validateDeployStage(s, path, engineOf(&c.Pipeline, s.ID), errs)
-	}
-	full := make([]DeployStage, total)
-	for id := range total {
-		if byID[id] != nil {
-			full[id] = *byID[id]
-			continue
-		}
-		full[id] = DeployStage{ID: id}
-		validateDeployStage(&full[id], fmt.Sprintf("deploy.stages (stage %d)", id), engineOf(&c.Pipeline, id), errs)
-	}
-	d.Stages = full
-}
-
-// engineOf returns the engine of stage id, the aligner included.
-func engineOf(p *Pipeline, id int) string {
-	if id < len(p.Stages) {
-		return p.Stages[id].Engine
-	}
-	return p.Aligner.Engine
-}
-
-func idRange(n int, aligner bool) string {
-	if aligner {
-		return fmt.Sprintf("stage ids are 0..%d; %d is the aligner", n-1, n)
-	}
-	return fmt.Sprintf("stage ids are 0..%d", n-1)
-}
-
-func validateDeployStage(s *DeployStage, path, engineName string, errs *errList) {
-	if s.Placement == "" {
-		s.Placement = PlacementInproc
-		if engineName == EngineRemote {
-			s.Placement = PlacementRemote
-		}
-	}
-	switch s.Placement {
-	case PlacementInproc, PlacementProcess:
-		if engineName == EngineRemote {
-			errs.add(s.line, path+".placement", "engine remote runs only with placement remote, got %s", s.Placement)
-		}
-		if s.Endpoints != nil {
-			errs.add(s.line, path+".endpoints", "endpoints are only for placement remote (placement is %s)", s.Placement)
-		}
-	case PlacementRemote:
-		if len(s.Endpoints) == 0 {
-			errs.add(s.line, path+".endpoints", "missing: placement remote needs at least one endpoint URL")
-		}
-		for i, e := range s.Endpoints {
-			u, err := url.Parse(e)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				errs.add(s.line, index(path+".endpoints", i), "%q is not an http:// or https:// URL", e)
-			}
-		}
-		if s.Replicas != 0 && s.Replicas != len(s.Endpoints) {
-			errs.add(s.line, path+".replicas", "placement remote has one replica per endpoint address: %d endpoints but replicas is %d", len(s.Endpoints), s.Replicas)
-		}
-		if len(s.Endpoints) > 0 {
-			s.Replicas = len(s.Endpoints)
-		}
-	default:
-		errs.add(s.line, path+".placement", "unknown placement %q (placements: inproc, process, remote)", s.Placement)
-	}
-	switch {
-	case s.Replicas == 0:
-		s.Replicas = DefaultReplicas
-	case s.Replicas < 0 || s.Replicas > 64:
-		errs.add(s.line, path+".replicas", "must be 1..64, got %d", s.Replicas)
-	}
-	switch {
-	case s.MaxQueue == 0:
-		s.MaxQueue = DefaultStageMaxQueue
-	case s.MaxQueue < 0:
-		errs.add(s.line, path+".max_queue", "must be at least 1, got %d", s.MaxQueue)
-	}
-	switch {
-	case s.MaxInflight == 0:
-		s.MaxInflight = DefaultStageMaxInflight
-	case s.MaxInflight < 0:
-		errs.add(s.line, path+".max_inflight", "must be at least 1, got %d", s.MaxInflight)
-	}
-	validatePlacementKeys(s, path, engineName, errs)
-}
-
-// The deploy keys that only some placements take.
-var (
-	hopKeys    = []string{"timeout", "warm_timeout", "health_interval", "health_failures", "api_key_file", "resolve_interval"} // the first two also for engine external
-	workerKeys = []string{"start_timeout", "stop_timeout"}
-)
-
-// validatePlacementKeys refuses the keys of another placement and fills in
-// the defaults of the stage's own.
-func validatePlacementKeys(s *DeployStage, path, engineName string, errs *errList) {
-	refuse := func(keys []string, why string) {
-		for _, k := range keys {
-			if s.seen[k] {
-				errs.add(s.line, path+"."+k, "%s (placement is %s)", why, s.Placement)
-			}
-		}
-	}
-	switch s.Placement {
-	case PlacementInproc:
-		keys := hopKeys
-		if engineName == EngineExternal {
-			// They bound the stage's programs, which run outside this
-			// process whatever its placement.
-			keys = hopKeys[2:]
-			defaultTo(&s.Link.WarmTimeout, DefaultWarmTimeout)
-		}
-		refuse(keys, "only for placement process or remote, whose replicas run outside this process")
-		refuse(workerKeys, "only for placement process")
-		return
-	case PlacementProcess:
-		refuse([]string{"api_key_file"}, "only for placement remote: a worker process gets a fresh key from its parent")
-		refuse([]string{"resolve_interval"}, "only for placement remote: worker processes are not found by name")
-		defaultTo(&s.Worker.StartTimeout, DefaultStartTimeout)
-		defaultTo(&s.Worker.StopTimeout, DefaultStopTimeout)
-	case PlacementRemote:
-		refuse(workerKeys, "only for placement process")
-		defaultTo(&s.Link.ResolveInterval, DefaultResolveInterval)
-	default:
-		return
-	}
-	defaultTo(&s.Link.WarmTimeout, DefaultWarmTimeout)
-	defaultTo(&s.Link.HealthInterval, DefaultHealthInterval)
-	switch {
-	case !s.seen["health_failures"]:
-		s.Link.HealthFailures = DefaultHealthFailures
-	case s.Link.HealthFailures < 1:
-		errs.add(s.line, path+".health_failures", "must be at least 1, got %d", s.Link.HealthFailures)
-	}
-	if s.seen["api_key_file"] && s.Link.APIKeyFile == "" {
-		errs.add(s.line, path+".api_key_file", "empty: name the file that holds the stage servers' API key")
-	}
-}
-
-func defaultTo(d *time.Duration, def time.Duration) {
-	if *d == 0 {
-		*d = def
 	}
 }
 

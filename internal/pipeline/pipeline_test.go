@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/omnistage/omnistage/internal/engine"
 )
 
 // eachTestdata runs fn, as a subtest named after the file, on each file
@@ -100,7 +102,7 @@ func TestBadConfigs(t *testing.T) {
 		if err == nil {
 			// Engine names are checked against the registry of the
 			// program that runs the pipeline, after parsing.
-			err = c.CheckEngines(knownEngine, knownEngines)
+			err = c.CheckEngines(testEngines{})
 		}
 		if err == nil {
 			t.Fatalf("Parse and CheckEngines succeeded with route %v, want errors %q", c.Route, want)
@@ -135,19 +137,31 @@ func TestBadConfigs(t *testing.T) {
 	})
 }
 
-// knownEngines stands in for a program's engine registry: the built-in
-// engines and the test engines the testdata names.
+// testEngines stands in for a program's engine registry: the built-in
+// engines and the test engines the testdata names. Engine external
+// and test-bounded take timeout and warm_timeout at any placement.
+type testEngines struct{}
+
 var knownEngines = []string{"audio-enhance", "external", "flite-talker", "flite-vocoder", "sphinx-aligner", "test-*"}
 
-func knownEngine(name string) bool {
-	return slices.Contains(knownEngines, name) || strings.HasPrefix(name, "test-")
+func (testEngines) Lookup(name string) (engine.Driver, bool) {
+	if !slices.Contains(knownEngines, name) && !strings.HasPrefix(name, "test-") {
+		return engine.Driver{}, false
+	}
+	var d engine.Driver
+	if name == "external" || name == "test-bounded" {
+		d.DeployKeys = []string{"timeout", "warm_timeout"}
+	}
+	return d, true
 }
+
+func (testEngines) Names() []string { return knownEngines }
 
 func TestGoodConfigsUseKnownEngines(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.good.yaml")
 	for _, f := range files {
 		c := mustParse(t, filepath.Base(f))
-		if err := c.CheckEngines(knownEngine, knownEngines); err != nil {
+		if err := c.CheckEngines(testEngines{}); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
@@ -156,7 +170,7 @@ func TestGoodConfigsUseKnownEngines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.CheckEngines(knownEngine, knownEngines); err != nil {
+		if err := c.CheckEngines(testEngines{}); err != nil {
 			t.Errorf("builtin %s: %v", name, err)
 		}
 	}
@@ -395,6 +409,43 @@ func TestHopDefaults(t *testing.T) {
 	want2 := Link{WarmTimeout: 5 * time.Second, HealthInterval: DefaultHealthInterval, HealthFailures: DefaultHealthFailures, APIKeyFile: "/run/secrets/api-key", ResolveInterval: 30 * time.Second}
 	if d[2].Placement != PlacementRemote || d[2].Link != want2 || d[2].Worker != (Worker{}) {
 		t.Errorf("remote stage %+v", d[2])
+	}
+}
+
+// TestEngineDeployKeys checks that the deploy keys an engine takes reach
+// it whatever the stage's placement, and that an engine naming a key no
+// engine may take is refused.
+func TestEngineDeployKeys(t *testing.T) {
+	c, err := Parse([]byte(`
+pipeline:
+  name: bounded
+  input: text
+  stages:
+    - {id: 0, name: talker, engine: test-bounded, input: text, output: audio, final_output: true}
+deploy:
+  stages:
+    - {id: 0, timeout: 5s, warm_timeout: 1m}
+`), "bounded.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckEngines(testEngines{}); err != nil {
+		t.Fatal(err)
+	}
+	if name, spec := c.StageSpec(0, 0); name != "test-bounded" || spec.Timeout != 5*time.Second || spec.WarmTimeout != time.Minute {
+		t.Errorf("spec of %s: timeout %s, warm_timeout %s", name, spec.Timeout, spec.WarmTimeout)
+	}
+	var reg engine.Registry
+	reg.Register("test-bounded", engine.Driver{DeployKeys: []string{"timeout", "warm_timeout", "health_interval", "max_wait"}})
+	err = c.CheckEngines(&reg)
+	var errs Errors
+	if !errors.As(err, &errs) || len(errs) != 2 {
+		t.Fatalf("an engine taking unknown keys: %v", err)
+	}
+	for i, k := range []string{"health_interval", "max_wait"} {
+		if want := fmt.Sprintf("pipeline.stages[0].engine: engine test-bounded takes the deploy key %q, which is not one an engine may take (timeout, warm_timeout)", k); !strings.Contains(errs[i].Error(), want) {
+			t.Errorf("error %q; want %q", errs[i], want)
+		}
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -22,18 +21,15 @@ import (
 // program is one run of the stage program, its standard input and output
 // speaking the protocol with the check.
 type program struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *os.File // the reader's; closed once it is done
-	w      *stageproto.Writer
-	jobs   int64 // the last job number used
+	child *subprocess.Child
+	w     *stageproto.Writer
+	jobs  int64 // the last job number used
 
 	msgs    chan *message // the program's messages, as the reader reads them
 	readErr error         // why reading ended; written before msgs closes
 	over    bool          // next has seen msgs closed
 	stop    chan struct{} // closed by kill: the reader stops handing on
 	once    sync.Once
-	exited  chan struct{} // closed once the program has exited
 	wg      sync.WaitGroup
 }
 
@@ -70,61 +66,27 @@ var (
 )
 
 // startProgram starts the program of opts as the runtime does (package
-// external): argv, cwd, PATH and the stage's env, a process group of its
-// own; its standard error goes to stderr.
+// external), with subprocess.Start; its standard error goes to stderr.
 func startProgram(opts *Options, stderr *subprocess.LineWriter) (*program, error) {
-	p := &program{msgs: make(chan *message, msgBuffer), stop: make(chan struct{}), exited: make(chan struct{})}
-	p.cmd = exec.Command(opts.Command[0], opts.Command[1:]...)
-	p.cmd.Dir = opts.Cwd
-	p.cmd.Env = environ(opts.Env)
-	p.cmd.SysProcAttr = subprocess.SysProcAttr()
-	p.cmd.WaitDelay = time.Second
-	p.cmd.Stderr = stderr
-	var err error
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	// The program's output is a pipe of the check's own, not StdoutPipe's,
-	// which Wait closes as the program exits, while the reader may still
-	// be reading what it wrote last.
-	stdout, w, err := os.Pipe()
+	child, err := subprocess.Start(subprocess.Program{Argv: opts.Command, Dir: opts.Cwd, Env: opts.Env, Stderr: stderr})
 	if err != nil {
-		return nil, err
-	}
-	p.stdout, p.cmd.Stdout = stdout, w
-	err = p.cmd.Start()
-	_ = w.Close()
-	if err != nil {
-		_ = stdout.Close()
 		return nil, fmt.Errorf("it did not start: %w", err)
 	}
-	p.w = stageproto.NewWriter(p.stdin)
+	p := &program{child: child, w: stageproto.NewWriter(child.Stdin), msgs: make(chan *message, msgBuffer), stop: make(chan struct{})}
 	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
-		_ = p.cmd.Wait()
-		stderr.Flush()
-		close(p.exited)
+		child.Wait()
 	}()
-	go p.read(stageproto.NewReader(stdout))
+	go p.read(stageproto.NewReader(child.Stdout))
 	return p, nil
-}
-
-// environ is the program's environment as the runtime makes it (package
-// external): PATH, and env.
-func environ(env map[string]string) []string {
-	out := []string{"PATH=" + os.Getenv("PATH")}
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	return out
 }
 
 // read reads the program's messages until its output ends or breaks.
 func (p *program) read(r *stageproto.Reader) {
 	defer p.wg.Done()
 	defer close(p.msgs)
-	defer p.stdout.Close()
+	defer p.child.Stdout.Close()
 	for {
 		m := &message{}
 		data, err := r.Read(&m.h)
@@ -187,14 +149,7 @@ func (p *program) ended() error {
 // exitedWithin waits at most d for the program's exit, and returns how it
 // ended.
 func (p *program) exitedWithin(d time.Duration) (*os.ProcessState, bool) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-p.exited:
-		return p.cmd.ProcessState, true
-	case <-t.C:
-		return nil, false
-	}
+	return p.child.ExitedWithin(d)
 }
 
 // send writes a message to the program.
@@ -217,8 +172,8 @@ func (p *program) waitExit(d time.Duration) (*os.ProcessState, bool) {
 	msgs := p.msgs
 	for {
 		select {
-		case <-p.exited:
-			return p.cmd.ProcessState, true
+		case <-p.child.Exited():
+			return p.child.State(), true
 		case _, ok := <-msgs:
 			if !ok {
 				p.over, msgs = true, nil
@@ -233,7 +188,7 @@ func (p *program) waitExit(d time.Duration) (*os.ProcessState, bool) {
 // ended.
 func (p *program) alive() bool {
 	select {
-	case <-p.exited:
+	case <-p.child.Exited():
 		return false
 	default:
 	}
@@ -246,9 +201,9 @@ func (p *program) alive() bool {
 func (p *program) kill() {
 	p.once.Do(func() {
 		close(p.stop)
-		_ = p.stdin.Close()
-		_ = p.cmd.Process.Kill()
-		_ = p.stdout.Close()
+		_ = p.child.Stdin.Close()
+		_ = p.child.Kill()
+		_ = p.child.Stdout.Close()
 		p.wg.Wait()
 	})
 }

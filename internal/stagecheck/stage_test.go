@@ -15,6 +15,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/stageproto"
+	"github.com/omnistage/omnistage/internal/testkit/stageprog"
 )
 
 const testStageEnv = "OMNISTAGE_STAGECHECK_TEST_STAGE"
@@ -46,7 +47,7 @@ func runTestStage(mode string) int {
 		hello.Input = "text"
 	}
 	fmt.Fprintln(os.Stderr, "test stage", mode, "starting")
-	err := stageproto.Serve(context.Background(), os.Stdin, os.Stdout, hello, &testStage{mode: mode, input: engine.Kind(hello.Input)})
+	err := stageprog.Serve(context.Background(), os.Stdin, os.Stdout, hello, &testStage{mode: mode, input: engine.Kind(hello.Input)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test stage:", err)
 		return 1

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine/external"
+	"github.com/omnistage/omnistage/internal/subprocess"
 )
 
 // Options configure a battery.
@@ -136,6 +137,9 @@ func Run(ctx context.Context, opts Options) Report {
 			r = tc.run(c, ctx)
 			if r.Status == Fail {
 				r.Stderr = c.lines.last()
+				if subprocess.MissingModule(r.Stderr) {
+					r.Detail += "; " + subprocess.CleanEnvHint("--env K=V")
+				}
 				c.discard() // a program that failed a case is not trusted with the next
 			}
 			if ctx.Err() != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -158,6 +159,20 @@ func TestNoProgram(t *testing.T) {
 	expect(t, rep, map[string]string{"hello": "fail: it did not start", "*": "skip"})
 	if rep.Stage != nil {
 		t.Errorf("stage %+v of a program that did not start", rep.Stage)
+	}
+}
+
+// TestMissingModule checks that a program that dies on an import is
+// reported with what to do: its environment is clean, and --env gives it
+// variables.
+func TestMissingModule(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	rep := battery(t, []string{"python3", "-c", "import omnistage_no_such_module"}, nil)
+	expect(t, rep, map[string]string{"hello": "fail: No module named 'omnistage_no_such_module'", "*": "skip"})
+	if d := rep.Case("hello").Detail; !strings.Contains(d, "the program's environment is clean (PATH and --env K=V only") || !strings.Contains(d, "(PYTHONPATH) with --env K=V") {
+		t.Errorf("hello: %q; want the hint of a clean environment", d)
 	}
 }
 

@@ -103,7 +103,7 @@ func (c *checker) stdinEOF(ctx context.Context) Result {
 	}
 	defer p.kill()
 	t0 := time.Now()
-	if err := p.stdin.Close(); err != nil {
+	if err := p.child.Stdin.Close(); err != nil {
 		return fail("closing its standard input: %v", err)
 	}
 	return c.exited(p, t0, "the end of its standard input", "")

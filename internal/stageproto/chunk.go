@@ -4,24 +4,25 @@ package stageproto
 // output messages.
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"unicode/utf8"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/lebytes"
 )
 
-// EncodeChunk returns the header fields and data of c.
+// EncodeChunk returns the header fields and data of c. The data may share
+// c's memory (an audio chunk's samples, on a little-endian host): it is
+// for writing, not for keeping.
 func EncodeChunk(c engine.Chunk) (ChunkHeader, []byte, error) {
 	switch {
 	case c.Text != nil:
 		return ChunkHeader{Kind: string(engine.KindText)}, []byte(c.Text.Text), nil
 	case c.Audio != nil:
 		a := c.Audio
-		data := make([]byte, 2*len(a.Samples))
-		for i, s := range a.Samples {
-			binary.LittleEndian.PutUint16(data[2*i:], uint16(s))
+		data, ok := lebytes.ViewInt16Bytes(a.Samples)
+		if !ok {
+			data = lebytes.AppendInt16s(make([]byte, 0, 2*len(a.Samples)), a.Samples)
 		}
 		return ChunkHeader{Kind: string(engine.KindAudio), SampleRate: a.SampleRate, EndOfSentence: a.EndOfSentence}, data, nil
 	case c.Words != nil:
@@ -33,7 +34,7 @@ func EncodeChunk(c engine.Chunk) (ChunkHeader, []byte, error) {
 	case c.Frames != nil:
 		f := c.Frames
 		data := make([]byte, 0, 4*(len(f.Params)+len(f.Str)))
-		data = appendFloats(appendFloats(data, f.Params), f.Str)
+		data = lebytes.AppendFloat32s(lebytes.AppendFloat32s(data, f.Params), f.Str)
 		return ChunkHeader{Kind: string(engine.KindFrames), Voice: f.Voice, Channels: f.Channels, StrChannels: f.StrChannels, FrameShift: f.FrameShift}, data, nil
 	case c.Segments != nil:
 		s := c.Segments
@@ -45,7 +46,8 @@ func EncodeChunk(c engine.Chunk) (ChunkHeader, []byte, error) {
 }
 
 // DecodeChunk returns the chunk of an input or output message's header
-// fields and data. A kind that is not built in is a Data chunk; whether
+// fields and data, which it takes: the chunk may share data's memory. A
+// kind that is not built in is a Data chunk; whether
 // the stage may carry it is the caller's to check. A chunk whose fields
 // or data do not fit its kind is an *engine.InputError.
 func DecodeChunk(h *ChunkHeader, data []byte) (engine.Chunk, error) {
@@ -67,11 +69,7 @@ func DecodeChunk(h *ChunkHeader, data []byte) (engine.Chunk, error) {
 		if len(data)%2 != 0 {
 			return bad("%d bytes of 16-bit samples is not an even number", len(data))
 		}
-		samples := make([]int16, len(data)/2)
-		for i := range samples {
-			samples[i] = int16(binary.LittleEndian.Uint16(data[2*i:]))
-		}
-		return engine.Chunk{Audio: &engine.Audio{SampleRate: h.SampleRate, Samples: samples, EndOfSentence: h.EndOfSentence}}, nil
+		return engine.Chunk{Audio: &engine.Audio{SampleRate: h.SampleRate, Samples: int16sOf(data), EndOfSentence: h.EndOfSentence}}, nil
 	case engine.KindTimestamps:
 		return engine.Chunk{Words: &engine.Words{Words: h.Words}}, nil
 	case engine.KindFrames:
@@ -99,21 +97,24 @@ func decodeFrames(h *ChunkHeader, data []byte, bad func(string, ...any) (engine.
 	}
 	n := len(data) / (4 * row)
 	f := &engine.Frames{Voice: h.Voice, Channels: h.Channels, StrChannels: h.StrChannels, FrameShift: h.FrameShift,
-		Params: readFloats(data[:4*n*h.Channels]), Str: readFloats(data[4*n*h.Channels:])}
+		Params: float32sOf(data[:4*n*h.Channels]), Str: float32sOf(data[4*n*h.Channels:])}
 	return engine.Chunk{Frames: f}, nil
 }
 
-func appendFloats(b []byte, fs []float32) []byte {
-	for _, f := range fs {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+// int16sOf returns the little-endian int16s of b, in b's memory when it
+// can; never nil.
+func int16sOf(b []byte) []int16 {
+	if s, ok := lebytes.ViewInt16s(b); ok && len(s) > 0 {
+		return s
 	}
-	return b
+	return lebytes.Int16s(b)
 }
 
-func readFloats(b []byte) []float32 {
-	fs := make([]float32, len(b)/4)
-	for i := range fs {
-		fs[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+// float32sOf returns the little-endian float32s of b, in b's memory when
+// it can; never nil.
+func float32sOf(b []byte) []float32 {
+	if s, ok := lebytes.ViewFloat32s(b); ok && len(s) > 0 {
+		return s
 	}
-	return fs
+	return lebytes.Float32s(b)
 }

@@ -2,8 +2,8 @@
 // both sides: the framing of its messages (a JSON header line, then the
 // data it announces), the messages, and the conversion of engine chunks to
 // and from them. Package engine/external is the runtime's side of a
-// connection; Serve is a program's side, in Go, for test stages and for
-// measuring the protocol against the SDKs.
+// connection; package testkit/stageprog a program's side, in Go, for test
+// stages.
 package stageproto
 
 // Version is the protocol version this package speaks.

@@ -156,3 +156,8 @@ type (
 		Type string `json:"type"`
 	}
 )
+
+// CreditBatch is how many chunks of a window a side takes in before it
+// gives credit back: half of it, so a writer never waits long and a
+// credit message serves several chunks.
+func CreditBatch(window int) int { return max(window/2, 1) }

@@ -64,6 +64,13 @@ func (c *Console) Last() string {
 	return "; its last output:\n    " + strings.Join(c.tail, "\n    ")
 }
 
+// Tail returns the last lines kept.
+func (c *Console) Tail() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.tail...)
+}
+
 // LineWriter splits one output stream of a child into lines, handing each
 // to OnLine, without its newline (and a carriage return before it). One
 // goroutine writes to it (the one os/exec copies the stream with); Flush

@@ -41,11 +41,15 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 // Name is the engine's name in a pipeline.
-const Name = pipeline.EngineExternal
+const Name = "external"
+
+// DeployKeys are the deploy keys the engine takes whatever the stage's
+// placement (engine.Driver.DeployKeys): they bound the stage's programs,
+// which run outside the runtime's process even with placement inproc.
+var DeployKeys = []string{"timeout", "warm_timeout"}
 
 // Options are a stage's deploy options.
 type Options struct {
@@ -67,7 +71,9 @@ type Config struct {
 
 // Defaults of the stage's bounds.
 const (
-	DefaultWarmTimeout = pipeline.DefaultWarmTimeout
+	// DefaultWarmTimeout bounds a program's start when the stage has no
+	// warm_timeout.
+	DefaultWarmTimeout = 2 * time.Minute
 	// DefaultCancelTimeout bounds the wait for a program's answer to
 	// cancel.
 	DefaultCancelTimeout = 5 * time.Second
@@ -75,7 +81,7 @@ const (
 	CheckTimeout = 5 * time.Second
 	// StopTimeout bounds the wait for a program to exit when it is asked
 	// to, before it is killed.
-	StopTimeout = pipeline.DefaultStopTimeout
+	StopTimeout = 10 * time.Second
 )
 
 // Register adds the engine to r.
@@ -85,7 +91,8 @@ func Register(r *engine.Registry, cfg Config) {
 			_, err := decodeOptions(spec)
 			return err
 		},
-		New: func(spec engine.Spec) (engine.Engine, error) { return New(spec, cfg) },
+		New:        func(spec engine.Spec) (engine.Engine, error) { return New(spec, cfg) },
+		DeployKeys: DeployKeys,
 	})
 }
 

@@ -273,7 +273,7 @@ func TestCloseStopsTheProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-e.exited:
+	case <-e.child.Exited():
 	default:
 		t.Fatal("the program still runs after Close")
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +23,7 @@ type Engine struct {
 	cfg     Config
 	opts    *Options
 	id      string // the replica's id, "synth/1"
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
+	child   *subprocess.Child
 	w       *stageproto.Writer
 	console *subprocess.Console
 
@@ -44,9 +42,7 @@ type Engine struct {
 	dropped atomic.Int64 // messages for jobs that had ended, dropped
 
 	engine.Loss
-	losing   atomic.Bool   // set by the first lose
-	exited   chan struct{} // closed once the process has exited
-	exitErr  error         // cmd.Wait's result, written before exited closes
+	losing   atomic.Bool // set by the first lose
 	wg       sync.WaitGroup
 	closing  chan struct{}
 	once     sync.Once
@@ -82,72 +78,30 @@ func New(spec engine.Spec, cfg Config) (*Engine, error) {
 		spec: spec, cfg: cfg, opts: opts, id: fmt.Sprintf("%s/%d", spec.Name, spec.Replica),
 		hello: make(chan *stageproto.Header, 1), started: make(chan error, 1),
 		jobs: map[int64]*job{}, checks: map[int64]chan *stageproto.Header{},
-		exited: make(chan struct{}), closing: make(chan struct{}),
+		closing: make(chan struct{}),
 	}
-	e.cmd = exec.Command(opts.Command[0], opts.Command[1:]...)
-	e.cmd.Dir = opts.Cwd
-	e.cmd.Env = environ(opts.Env)
-	e.cmd.SysProcAttr = subprocess.SysProcAttr()
-	// A grandchild holding the program's stderr must not keep Wait from
-	// reporting the program's exit.
-	e.cmd.WaitDelay = time.Second
 	e.console = subprocess.NewConsole(cfg.Stderr, "stage "+e.id+": ")
-	stderr := &subprocess.LineWriter{OnLine: e.console.Line}
-	e.cmd.Stderr = stderr
-	if e.stdin, err = e.cmd.StdinPipe(); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	// A pipe of our own, not StdoutPipe's: Wait closes that one once the
-	// program exits, which would cut the reading of its last messages
-	// short (and report "file already closed" for how it ended).
-	stdout, w, err := os.Pipe()
+	e.child, err = subprocess.Start(subprocess.Program{Argv: opts.Command, Dir: opts.Cwd, Env: opts.Env,
+		Stderr: &subprocess.LineWriter{OnLine: e.console.Line}})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	e.cmd.Stdout = w
-	err = e.cmd.Start()
-	w.Close()
-	if err != nil {
-		stdout.Close()
-		_ = e.stdin.Close()
-		return nil, fmt.Errorf("%s: start %q: %w", Name, opts.Command, err)
-	}
-	e.console.SetPrefix(fmt.Sprintf("stage %s (pid %d): ", e.id, e.cmd.Process.Pid))
-	e.w = stageproto.NewWriter(e.stdin)
+	e.console.SetPrefix(fmt.Sprintf("stage %s (pid %d): ", e.id, e.child.Pid()))
+	e.w = stageproto.NewWriter(e.child.Stdin)
 	e.wg.Add(2)
-	go e.wait(stderr)
+	go e.wait()
 	go func() {
-		defer stdout.Close()
-		e.read(stageproto.NewReader(stdout))
+		defer e.child.Stdout.Close()
+		e.read(stageproto.NewReader(e.child.Stdout))
 	}()
 	return e, nil
 }
 
-// environ is a program's environment: PATH, so that it finds its tools,
-// and env. Nothing else of the server's environment (its keys) reaches it.
-func environ(env map[string]string) []string {
-	out := []string{"PATH=" + os.Getenv("PATH")}
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	return out
-}
-
 // wait reaps the program.
-func (e *Engine) wait(stderr *subprocess.LineWriter) {
+func (e *Engine) wait() {
 	defer e.wg.Done()
-	e.exitErr = e.cmd.Wait()
-	stderr.Flush()
-	close(e.exited)
+	e.child.Wait()
 	e.lose(errors.New("the program exited"))
-}
-
-// state says how the program ended; call it after exited closed.
-func (e *Engine) state() string {
-	if e.cmd.ProcessState != nil {
-		return e.cmd.ProcessState.String()
-	}
-	return fmt.Sprint(e.exitErr)
 }
 
 // lose loses the replica: the program is stopped, and every job still
@@ -166,22 +120,21 @@ func (e *Engine) lose(cause error) {
 		return
 	default:
 	}
-	_ = subprocess.Kill(e.cmd.Process)
-	t := time.NewTimer(exitWait)
-	select {
-	case <-e.exited:
-	case <-t.C:
-	}
-	t.Stop()
-	how := "still running"
-	select {
-	case <-e.exited:
-		how = e.state()
-	default:
-	}
+	_ = e.child.Kill()
+	e.child.ExitedWithin(exitWait)
+	how := e.child.How()
 	e.console.Line([]byte(fmt.Sprintf("lost: %v (%s)", cause, how)))
-	e.Mark(fmt.Errorf("%s: program %q of replica %s (pid %d): %v (%s)%s: %w",
-		Name, e.opts.Command, e.id, e.cmd.Process.Pid, cause, how, e.console.Last(), engine.ErrReplicaLost))
+	e.Mark(fmt.Errorf("%s: program %q of replica %s (pid %d): %v (%s)%s%s: %w",
+		Name, e.opts.Command, e.id, e.child.Pid(), cause, how, e.envHint(), e.console.Last(), engine.ErrReplicaLost))
+}
+
+// envHint is what to add to the error of a program that died on an import:
+// "; the program's environment is clean ...", or "".
+func (e *Engine) envHint() string {
+	if !subprocess.MissingModule(e.console.Tail()) {
+		return ""
+	}
+	return "; " + subprocess.CleanEnvHint("options.env of the stage's deploy entry")
 }
 
 // read reads the program's messages until its output ends, handing each to
@@ -273,8 +226,8 @@ func (e *Engine) Warm(ctx context.Context) error {
 	fail := func(err error) error {
 		// A program that failed to start is of no use: stop it now, so that
 		// closing the replica does not wait for it.
-		_ = subprocess.Kill(e.cmd.Process)
-		return fmt.Errorf("%s: program %q: %w%s", Name, e.opts.Command, err, e.console.Last())
+		_ = e.child.Kill()
+		return fmt.Errorf("%s: program %q: %w%s%s", Name, e.opts.Command, err, e.envHint(), e.console.Last())
 	}
 	wait := func(what string) error {
 		select {
@@ -284,7 +237,9 @@ func (e *Engine) Warm(ctx context.Context) error {
 			}
 			return fail(ctx.Err())
 		case <-e.Lost():
-			return fail(e.Loss.Err())
+			// The loss's error names the program, says how it ended and
+			// holds its last output.
+			return e.Loss.Err()
 		}
 	}
 	select {
@@ -357,17 +312,11 @@ func (e *Engine) Close() error {
 	e.once.Do(func() {
 		close(e.closing)
 		_ = e.w.Write(stageproto.Bare{Type: stageproto.TypeShutdown}, nil)
-		_ = e.stdin.Close()
-		t := time.NewTimer(StopTimeout)
-		defer t.Stop()
-		select {
-		case <-e.exited:
-		case <-t.C:
-			_ = subprocess.Terminate(e.cmd.Process)
-			select {
-			case <-e.exited:
-			case <-time.After(time.Second):
-				_ = subprocess.Kill(e.cmd.Process)
+		_ = e.child.Stdin.Close()
+		if _, ok := e.child.ExitedWithin(StopTimeout); !ok {
+			_ = e.child.Terminate()
+			if _, ok := e.child.ExitedWithin(time.Second); !ok {
+				_ = e.child.Kill()
 			}
 			e.closeErr = fmt.Errorf("%s: program of %s did not exit within %s of shutdown; stopped it", Name, e.id, StopTimeout)
 		}

@@ -228,3 +228,26 @@ func TestPythonUnitTests(t *testing.T) {
 		t.Fatalf("python3 -m unittest discover: %v\n%s", err, out)
 	}
 }
+
+// TestPythonMissingModule checks that a program that dies on an import
+// says why it may have: its environment is clean, and the stage's env is
+// where its variables go.
+func TestPythonMissingModule(t *testing.T) {
+	pythonSDK(t)
+	e, _, err := build(t, "", func(s *engine.Spec, _ *Config) {
+		s.Options = engine.Options{"command": []any{"python3", "-c", "import omnistage_no_such_module"}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.Warm(context.Background())
+	for _, want := range []string{"No module named 'omnistage_no_such_module'", "the program's environment is clean (PATH and options.env of the stage's deploy entry only",
+		"a virtualenv's bin/python", "(PYTHONPATH) with options.env"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Warm: %v; want it to say %q", err, want)
+		}
+	}
+	if n := strings.Count(err.Error(), "environment is clean"); n != 1 {
+		t.Errorf("the hint comes %d times: %v", n, err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/stageproto"
+	"github.com/omnistage/omnistage/internal/testkit/stageprog"
 )
 
 const testStageEnv = "OMNISTAGE_TEST_STAGE"
@@ -41,7 +42,7 @@ func runTestStage(mode string) int {
 		}()
 	}
 	fmt.Fprintln(os.Stderr, "test stage", mode, "starting")
-	err := stageproto.Serve(context.Background(), os.Stdin, w, hello, &testStage{mode: mode})
+	err := stageprog.Serve(context.Background(), os.Stdin, w, hello, &testStage{mode: mode})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test stage:", err)
 		return 1

@@ -1,8 +1,8 @@
 """omnistage_stage: write an omnistage pipeline stage in Python.
 
 A stage program subclasses Stage, and calls run with an instance; the SDK
-speaks the stage protocol (docs/stage-protocol.md, version 1) with the
-runtime over standard input and output. See docs/sdk-python.md.
+speaks the stage protocol (docs/stage-protocol.md) with the runtime over
+standard input and output. See docs/sdk-python.md.
 
     import omnistage_stage as st
 
@@ -20,11 +20,13 @@ from .chunks import Audio, Data, Frames, Segments, Text, Words
 from .errors import Cancelled, InputError, ParamError, ProtocolError
 from .job import Job
 from .server import run
+from .speech import Sentences, pcm16, send_pcm, sentences
 from .stage import Stage
+from .wire import PROTOCOL_VERSION
 
-PROTOCOL_VERSION = 1
+__version__ = "1.0.0"
 
 __all__ = [
     "Audio", "Cancelled", "Data", "Frames", "InputError", "Job", "PROTOCOL_VERSION", "ParamError",
-    "ProtocolError", "Segments", "Stage", "Text", "Words", "run",
+    "ProtocolError", "Segments", "Sentences", "Stage", "Text", "Words", "pcm16", "run", "send_pcm", "sentences",
 ]

@@ -160,7 +160,7 @@ def encode(chunk):
     says what is wrong with it."""
     t = type(chunk)
     if t is Audio:
-        return _encode_audio(chunk)
+        return encode_audio(chunk)
     if t is Text:
         if not isinstance(chunk.text, str):
             raise TypeError("Text.text must be a str, not %s" % type(chunk.text).__name__)
@@ -185,7 +185,8 @@ def encode(chunk):
     raise TypeError("not a chunk: %r (send Text, Audio, Words, Frames, Segments or Data)" % (chunk,))
 
 
-def _encode_audio(a):
+def encode_audio(a):
+    """Returns the header fields and data of Audio a, as encode does."""
     sr = a.sample_rate
     if type(sr) is not int or sr <= 0:
         raise ValueError("Audio.sample_rate %r is not a positive number of Hz" % (sr,))

@@ -1,21 +1,22 @@
-"""One job: a request at this stage, as process sees it: its fields, its
-input as it arrives and its output, each against the other side's credit."""
+"""One job: a request at this stage, as process sees it (its fields, its
+input as it arrives, its output), and the job's side of the protocol,
+which the server drives through the job's own methods."""
 
 import threading
+import traceback
 from queue import SimpleQueue
 
 from . import chunks
 from .chunks import Audio
-from .errors import Cancelled, InputError
-from .wire import MAX_DATA, MAX_HEADER
+from .errors import Cancelled, InputError, ParamError, ProtocolError
+from .wire import DEFAULT_WINDOW, MAX_DATA, MAX_HEADER, credit_batch
 
 # What the reader puts on a job's input queue besides chunks.
 _END = object()  # input_end came
 _WAKE = object()  # the job was stopped: cancel or shutdown
 
 
-
-class Refused:
+class _Refused:
     """An input chunk the job cannot take (not of the stage's input kind):
     input() raises InputError(reason) in its place."""
 
@@ -23,16 +24,6 @@ class Refused:
 
     def __init__(self, reason):
         self.reason = reason
-
-
-DEFAULT_WINDOW = 8  # the protocol's, for a job message without one
-
-
-def credit_batch(window):
-    """How many chunks of a window a side takes in before it gives credit
-    back: half of it (as the Go side does), so that the other side never
-    waits long and a credit message serves several chunks."""
-    return max(window // 2, 1)
 
 
 class Job:
@@ -46,9 +37,13 @@ class Job:
 
     input() is for one consumer at a time; send may be called from any
     thread.
+
+    The methods whose names start with _on are the SDK's side of the
+    protocol, called by its reader thread; _end ends the job. The job's
+    protocol state is theirs alone.
     """
 
-    def __init__(self, writer, msg, in_window, out_kind):
+    def __init__(self, writer, msg, in_window, in_kind, out_kind):
         self.id = msg.get("job", 0)
         self.request_id = msg.get("request_id", "")
         self.stage_id = msg.get("stage_id", 0)
@@ -57,6 +52,7 @@ class Job:
         self.prompt = msg.get("prompt", "")
 
         self._w = writer
+        self._in_kind = in_kind
         self._out_kind = out_kind
         self._out_prefix = b'{"type":"output","job":%d,' % self.id
         self._credit_prefix = b'{"type":"credit","job":%d,"chunks":' % self.id
@@ -76,9 +72,13 @@ class Job:
         out_window = msg.get("window")
         self._cond = threading.Condition(threading.Lock())
         self._credit = out_window if type(out_window) is int and out_window > 0 else DEFAULT_WINDOW
-        self._stopped = False  # cancelled or shut down; set under _cond
-        self._cancel_requested = False  # the runtime sent cancel; set under the server's lock
-        self._shut_down = False  # the stage is shutting down; set under the server's lock
+        self._stopped = False  # cancelled or shut down; under _cond
+
+        # How the job ends: a cancel or the shutdown may cross its end.
+        self._end_lock = threading.Lock()
+        self._ended = False  # _end has run; under _end_lock
+        self._cancel_requested = False  # the runtime sent cancel; under _end_lock
+        self._shut_down = False  # the stage is shutting down; under _end_lock
 
     @property
     def cancelled(self):
@@ -99,7 +99,7 @@ class Job:
                 return
             if item is _WAKE:
                 continue
-            if type(item) is Refused:
+            if type(item) is _Refused:
                 self._input_done = True
                 raise InputError(item.reason)
             self._owed += 1
@@ -115,7 +115,7 @@ class Job:
         the job is cancelled; a chunk the runtime would refuse (not of the
         stage's output kind, or not valid) is a ValueError or TypeError."""
         if type(chunk) is Audio and self._out_kind == "audio":
-            fields, data = chunks._encode_audio(chunk)
+            fields, data = chunks.encode_audio(chunk)
             header = self._out_prefix + b'"kind":"audio","sample_rate":%d' % fields["sample_rate"]
             if chunk.end_of_sentence:
                 header += b',"end_of_sentence":true'
@@ -143,10 +143,53 @@ class Job:
 
     # The reader's side.
 
-    def _give_credit(self, n):
+    def _on_input(self, h, data):
+        """Takes an input message of the job: its chunk goes to input(). A
+        message past the input's end or the credit given breaks the
+        protocol."""
+        if self._input_ended:
+            raise ProtocolError("input for job %d after its input_end" % self.id)
+        if self._received - self._credited >= self._in_window:
+            raise ProtocolError("input for job %d beyond the credit the program gave" % self.id)
+        self._received += 1
+        try:
+            chunk = chunks.decode(h, data)
+        except ProtocolError as e:
+            raise ProtocolError("job %d: %s" % (self.id, e)) from None
+        if chunk.kind != self._in_kind:
+            chunk = _Refused("a %s chunk, but the stage takes %s" % (chunk.kind, self._in_kind))
+        self._inq.put(chunk)
+
+    def _on_input_end(self):
+        """Takes the job's input_end: input() ends after the chunks before
+        it."""
+        if not self._input_ended:
+            self._input_ended = True
+            self._inq.put(_END)
+
+    def _on_credit(self, n):
+        """Takes n chunks of output credit."""
         with self._cond:
             self._credit += n
             self._cond.notify(n)
+
+    def _on_cancel(self):
+        """Takes the runtime's cancel: the job stops, and ends cancelled,
+        unless it has ended already (its end crossed the cancel)."""
+        with self._end_lock:
+            if self._ended:
+                return
+            self._cancel_requested = True
+        self._stop()
+
+    def _on_shutdown(self):
+        """Stops the job because the stage shuts down: it ends failed,
+        unless it has ended already."""
+        with self._end_lock:
+            if self._ended:
+                return
+            self._shut_down = True
+        self._stop()
 
     def _stop(self):
         with self._cond:
@@ -154,9 +197,39 @@ class Job:
             self._cond.notify_all()
         self._inq.put(_WAKE)
 
-    def _end_input(self):
-        self._input_ended = True
-        self._inq.put(_END)
+    def _end(self, err, log):
+        """Ends the job, which process left with err (None: it returned),
+        and returns the message that says so: cancelled, done or its error.
+        A failure's traceback goes to log."""
+        with self._end_lock:
+            self._ended = True
+            cancelled, shut = self._cancel_requested, self._shut_down
+        if cancelled:
+            return b'{"type":"cancelled","job":%d}\n' % self.id
+        msg = {"type": "error", "job": self.id}
+        if shut:
+            msg.update(code="failed", message="the stage program is shutting down")
+        elif err is None:
+            return b'{"type":"done","job":%d}\n' % self.id
+        elif isinstance(err, ParamError):
+            msg.update(code="bad_params", field=err.field, message=err.reason)
+        elif isinstance(err, InputError):
+            msg.update(code="bad_input", message=err.reason)
+        else:
+            if isinstance(err, Cancelled):
+                err = RuntimeError("job.send raised Cancelled, but the runtime did not cancel the job")
+            msg.update(code="failed", message=message_of(err))
+            tb = err.__traceback__
+            if tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next  # from the stage's code on: the SDK's frame says nothing
+            log("omnistage_stage: job %d (request %s) failed:\n%s"
+                % (self.id, self.request_id, "".join(traceback.format_exception(type(err), err, tb))))
+        return chunks.dumps(msg) + b"\n"
 
     def __repr__(self):
         return "Job(%d, request_id=%r)" % (self.id, self.request_id)
+
+
+def message_of(err):
+    """The message of an exception: its text, or its type's name."""
+    return str(err) or type(err).__name__

@@ -9,9 +9,9 @@ import threading
 import time
 import traceback
 
-from .chunks import decode, dumps
-from .errors import Cancelled, InputError, ParamError, ProtocolError
-from .job import Job, Refused
+from .chunks import dumps
+from .errors import ParamError, ProtocolError
+from .job import Job, message_of
 from .stage import call_warm, hello, overrides
 from .wire import Reader, Writer
 
@@ -27,8 +27,9 @@ EXIT_PROTOCOL = 2
 
 def run(stage):
     """Serves stage over standard input and output until the runtime asks
-    it to shut down or closes standard input, then exits the process:
-    status 0, or EXIT_PROTOCOL after a malformed message.
+    it to shut down or closes standard input, then calls stage.close and
+    exits the process: status 0, or EXIT_PROTOCOL after a malformed
+    message.
 
     From the call on, standard output belongs to the protocol: file
     descriptor 1 and sys.stdout go to standard error, so that print (and
@@ -78,13 +79,15 @@ class Server:
         self.reader = Reader(rfile)
         self.w = Writer(wfd)
         self.checks = overrides(stage, "check_params")
+        self.ready = False  # warm succeeded: close is due at the end
         self.lock = threading.Lock()
-        self.jobs = {}  # job number -> Job, until its end is decided; under lock
+        self.jobs = {}  # job number -> Job, until it has ended; under lock
         self.threads = {}  # job number -> its thread, until it has written the end; under lock
 
     def serve(self):
         """Serves until shutdown or the end of input, and returns the exit
-        status."""
+        status. A runtime that broke the protocol, or whose end of the
+        connection is gone, gets no more: the program exits at once."""
         try:
             self.w.write(dumps(self.hello) + b"\n")
             self.loop()
@@ -94,7 +97,8 @@ class Server:
         except OSError as e:
             log("omnistage_stage: writing to the runtime: %s; exiting" % e)
             return 1
-        self.stop_jobs()
+        if self.stop_jobs():
+            self.close_stage()
         return 0
 
     def loop(self):
@@ -102,7 +106,6 @@ class Server:
         end of input."""
         read = self.reader.read
         jobs = self.jobs
-        in_kind = self.stage.input
         while True:
             h, data = read()
             if h is None:
@@ -110,35 +113,25 @@ class Server:
             t = h["type"]
             if t == "input":
                 j = jobs.get(h.get("job"))
-                if j is None:
-                    continue  # a job that has ended: the runtime sends no more
-                if j._input_ended:
-                    raise ProtocolError("input for job %d after its input_end" % j.id)
-                if j._received - j._credited >= j._in_window:
-                    raise ProtocolError("input for job %d beyond the credit the program gave" % j.id)
-                j._received += 1
-                try:
-                    chunk = decode(h, data)
-                except ProtocolError as e:
-                    raise ProtocolError("job %d: %s" % (j.id, e)) from None
-                if chunk.kind != in_kind:
-                    chunk = Refused("a %s chunk, but the stage takes %s" % (chunk.kind, in_kind))
-                j._inq.put(chunk)
+                if j is not None:  # else a job that has ended: the runtime sends no more
+                    j._on_input(h, data)
             elif t == "credit":
                 n = h.get("chunks")
                 if type(n) is not int or n <= 0:
                     raise ProtocolError("credit of %r chunks for job %r" % (n, h.get("job")))
                 j = jobs.get(h.get("job"))
                 if j is not None:
-                    j._give_credit(n)
+                    j._on_credit(n)
             elif t == "input_end":
                 j = jobs.get(h.get("job"))
-                if j is not None and not j._input_ended:
-                    j._end_input()
+                if j is not None:
+                    j._on_input_end()
             elif t == "job":
                 self.start(h)
             elif t == "cancel":
-                self.cancel(h.get("job"))
+                j = jobs.get(h.get("job"))
+                if j is not None:  # else it has ended: its end crossed the cancel
+                    j._on_cancel()
             elif t == "check":
                 self.check(h)
             elif t == "warm":
@@ -153,8 +146,9 @@ class Server:
             call_warm(self.stage, config if config is not None else {})
         except Exception as e:
             log("omnistage_stage: warm failed:\n" + traceback.format_exc())
-            self.w.write(dumps({"type": "error", "message": _message(e)}) + b"\n")
+            self.w.write(dumps({"type": "error", "message": message_of(e)}) + b"\n")
             return
+        self.ready = True
         self.w.write(b'{"type":"ready"}\n')
 
     def check(self, h):
@@ -179,14 +173,14 @@ class Server:
             return e
         except Exception as e:
             log("omnistage_stage: check_params failed:\n" + traceback.format_exc())
-            return ParamError("", _message(e))
+            return ParamError("", message_of(e))
         return None
 
     def start(self, h):
         jid = h.get("job")
         if type(jid) is not int:
             raise ProtocolError("a job message with job %r; want the job's number" % (jid,))
-        j = Job(self.w, h, self.stage.window, self.stage.output)
+        j = Job(self.w, h, self.stage.window, self.stage.input, self.stage.output)
         t = threading.Thread(target=self.run_job, args=(j,), name="omnistage-job-%d" % jid, daemon=True)
         with self.lock:
             if jid in self.jobs or jid in self.threads:
@@ -208,64 +202,41 @@ class Server:
                 raise TypeError("process returned a generator: send the output with job.send")
         except BaseException as e:  # a job's failure is the job's alone
             err = e
+        end = j._end(err, log)
         with self.lock:
             del self.jobs[j.id]
-            cancelled, shut = j._cancel_requested, j._shut_down
         try:
-            self.w.write(self.end_of(j, err, cancelled, shut))
+            self.w.write(end)
         except OSError:
             pass  # the runtime is gone; the reader sees the end of its input
         finally:
             with self.lock:
                 del self.threads[j.id]
 
-    def end_of(self, j, err, cancelled, shut):
-        """Returns the message that ends j: cancelled, done or its error."""
-        if cancelled:
-            return b'{"type":"cancelled","job":%d}\n' % j.id
-        msg = {"type": "error", "job": j.id}
-        if shut:
-            msg.update(code="failed", message="the stage program is shutting down")
-        elif err is None:
-            return b'{"type":"done","job":%d}\n' % j.id
-        elif isinstance(err, ParamError):
-            msg.update(code="bad_params", field=err.field, message=err.reason)
-        elif isinstance(err, InputError):
-            msg.update(code="bad_input", message=err.reason)
-        else:
-            if isinstance(err, Cancelled):
-                err = RuntimeError("job.send raised Cancelled, but the runtime did not cancel the job")
-            msg.update(code="failed", message=_message(err))
-            tb = err.__traceback__
-            tb = tb.tb_next or tb  # from the stage's code on: run_job's frame says nothing
-            log("omnistage_stage: job %d (request %s) failed:\n%s"
-                % (j.id, j.request_id, "".join(traceback.format_exception(type(err), err, tb))))
-        return dumps(msg) + b"\n"
-
-    def cancel(self, jid):
-        with self.lock:
-            j = self.jobs.get(jid)
-            if j is None:
-                return  # it has ended: its end crossed the cancel
-            j._cancel_requested = True
-        j._stop()
-
     def stop_jobs(self):
         """Stops the running jobs, as a cancel does, and waits for them to
-        return, for at most SHUTDOWN_GRACE."""
+        return, for at most SHUTDOWN_GRACE; reports whether they all
+        did."""
         with self.lock:
             jobs = list(self.jobs.values())
-            for j in jobs:
-                j._shut_down = True
             threads = list(self.threads.values())
         for j in jobs:
-            j._stop()
+            j._on_shutdown()
         deadline = time.monotonic() + SHUTDOWN_GRACE
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
         if any(t.is_alive() for t in threads):
-            log("omnistage_stage: jobs still running %.0f s after shutdown; exiting without them" % SHUTDOWN_GRACE)
+            log("omnistage_stage: jobs still running %.0f s after shutdown; exiting without them (and without close)"
+                % SHUTDOWN_GRACE)
+            return False
+        return True
 
-
-def _message(err):
-    return str(err) or type(err).__name__
+    def close_stage(self):
+        """Calls the stage's close, once warm has succeeded; a failure is
+        logged."""
+        if not self.ready:
+            return
+        try:
+            self.stage.close()
+        except Exception:
+            log("omnistage_stage: close failed:\n" + traceback.format_exc())

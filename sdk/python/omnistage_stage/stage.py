@@ -2,10 +2,15 @@
 
 import inspect
 
+from .wire import DEFAULT_MAX_JOBS, DEFAULT_WINDOW, PROTOCOL_VERSION
+
 
 class Stage:
     """A pipeline stage. Subclass it, set input and output (the kinds it
     takes and makes), write process, and pass an instance to run.
+
+    Its life: warm once, before the first job; process once per job, on
+    a thread of the job's own; close once, when the stage stops.
 
     Class attributes, all but input and output optional:
 
@@ -24,8 +29,8 @@ class Stage:
     name = None
     input = None
     output = None
-    max_jobs = 1
-    window = 8
+    max_jobs = DEFAULT_MAX_JOBS
+    window = DEFAULT_WINDOW
     params = None
     voices = None
 
@@ -45,6 +50,14 @@ class Stage:
         """Runs one job: read job.input(), send with job.send. Returning
         ends the job (done); an exception fails it."""
         raise NotImplementedError("%s.process" % type(self).__name__)
+
+    def close(self):
+        """Releases what warm loaded, when the stage stops: once the
+        runtime has asked it to shut down (or closed its input) and every
+        job has returned, before the program exits. It is called only
+        after warm succeeded, and not when the program exits because the
+        runtime broke the protocol or a job would not return within the
+        shutdown grace (5 s). An exception is logged to standard error."""
 
 
 def overrides(stage, method):
@@ -69,7 +82,7 @@ def hello(stage):
         v = getattr(stage, attr, None)
         if not isinstance(v, str) or not v:
             raise TypeError("%s.%s must be a kind's name, such as \"audio\"; it is %r" % (type(stage).__name__, attr, v))
-    msg = {"type": "hello", "protocol": 1, "name": stage.name or type(stage).__name__.lower(),
+    msg = {"type": "hello", "protocol": PROTOCOL_VERSION, "name": stage.name or type(stage).__name__.lower(),
            "input": stage.input, "output": stage.output}
     for attr in ("max_jobs", "window"):
         v = getattr(stage, attr)

@@ -1,6 +1,6 @@
-"""The framing: a header line of JSON, then the data it announces; read
-from the runtime on one thread, written by any thread, a message at a
-time."""
+"""The protocol's constants and its framing: a header line of JSON, then
+the data it announces; read from the runtime on one thread, written by
+any thread, a message at a time."""
 
 import json
 import os
@@ -9,8 +9,20 @@ import threading
 from .chunks import nbytes
 from .errors import ProtocolError
 
+PROTOCOL_VERSION = 1  # the version of the stage protocol the SDK speaks
+
 MAX_HEADER = 64 << 10  # a header line, its line feed included
 MAX_DATA = 16 << 20  # the data of one message
+
+DEFAULT_MAX_JOBS = 1  # hello's max_jobs, when a stage sets none
+DEFAULT_WINDOW = 8  # a window of credit, when a message gives none
+
+
+def credit_batch(window):
+    """How many chunks of a window a side takes in before it gives credit
+    back: half of it (as the runtime does), so that the other side never
+    waits long and a credit message serves several chunks."""
+    return max(window // 2, 1)
 
 
 class Reader:

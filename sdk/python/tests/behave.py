@@ -12,6 +12,8 @@ echoes its input, except that
 - config: warm takes the config; its audio comes out at config["rate"];
 - pair: a job waits (up to 10 s) until another job runs at the same time;
 - slow: sleeps 20 ms after each chunk it sends.
+
+Whatever the mode, close says so on standard error.
 """
 
 import os
@@ -41,6 +43,9 @@ class Behave(st.Stage):
             print("warming, on stdout")
             os.write(1, b"warming, on descriptor 1\n")
         self.config = config
+
+    def close(self):
+        print("closed behave-%s" % MODE, file=sys.stderr, flush=True)
 
     def process(self, job):
         if MODE == "pair":

@@ -279,6 +279,39 @@ class TestBehave(Case):
         self.assertEqual(self.rt.wait(), 0)
         self.assertIn("stalled job 1: input ended, cancelled True, send raised Cancelled", self.rt.stderr())
 
+    def test_close_after_the_jobs(self):
+        # close comes once the running job has returned, before the exit.
+        self.start_with("stall")
+        self.rt.send("job", job=1, request_id="r", stage_id=2, params=None, prompt="", window=8)
+        audio(self.rt, 1, [1])
+        self.rt.expect("output", job=1)
+        self.rt.send("shutdown")
+        self.assertEqual(self.rt.wait(), 0)
+        err = self.rt.stderr()
+        self.assertRegex(err, r"(?s)stalled job 1: .*closed behave-stall")
+        self.assertEqual(err.count("closed behave-stall"), 1)
+
+    def test_close_at_the_end_of_input(self):
+        self.start_with("fail")
+        self.rt.proc.stdin.close()
+        self.assertEqual(self.rt.wait(), 0)
+        self.assertIn("closed behave-fail", self.rt.stderr())
+
+    def test_no_close_without_warm(self):
+        self.launch("behave.py", "refuse")
+        self.rt.expect("hello")
+        self.rt.send("warm", config={})
+        self.rt.expect("error", message="no model here")
+        self.rt.send("shutdown")
+        self.assertEqual(self.rt.wait(), 0)
+        self.assertNotIn("closed", self.rt.stderr())
+
+    def test_no_close_after_a_protocol_break(self):
+        self.start_with("fail")
+        self.rt.write(b"not a header\n")
+        self.assertEqual(self.rt.wait(), 2)
+        self.assertNotIn("closed", self.rt.stderr())
+
     def test_exception_fails_one_job(self):
         self.start_with("fail")
         _, end = self.run_job(1, [[1], [2]])

@@ -1,7 +1,11 @@
-package stageproto
-
-// A program's side of the protocol, in Go: Serve runs an engine.Engine as
-// a stage program.
+// Package stageprog is a stage program's side of the stage protocol
+// (docs/stage-protocol.md), in Go: Serve runs an engine.Engine as a stage
+// program, for the test stages of the tests that drive the runtime's side
+// (packages engine/external and stagecheck) and for measuring the protocol
+// against the SDKs. Only tests import it: it lives under testkit, not
+// beside the tests of one package, because two packages' tests serve
+// their test stages with it.
+package stageprog
 
 import (
 	"context"
@@ -11,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/stageproto"
 )
 
 // Serve speaks the program's side of the protocol on r and w for e: it
@@ -20,29 +25,29 @@ import (
 // down or closes r (once the jobs running have ended: they are
 // cancelled), and an error when the runtime breaks the protocol or w
 // fails.
-func Serve(ctx context.Context, r io.Reader, w io.Writer, hello Hello, e engine.Engine) error {
-	hello.Type, hello.Protocol = TypeHello, Version
+func Serve(ctx context.Context, r io.Reader, w io.Writer, hello stageproto.Hello, e engine.Engine) error {
+	hello.Type, hello.Protocol = stageproto.TypeHello, stageproto.Version
 	if hello.MaxJobs == 0 {
-		hello.MaxJobs = DefaultMaxJobs
+		hello.MaxJobs = stageproto.DefaultMaxJobs
 	}
 	if hello.Window == 0 {
-		hello.Window = DefaultWindow
+		hello.Window = stageproto.DefaultWindow
 	}
-	s := &server{e: e, w: NewWriter(w), hello: hello, jobs: map[int64]*progJob{}}
+	s := &server{e: e, w: stageproto.NewWriter(w), hello: hello, jobs: map[int64]*progJob{}}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer s.wg.Wait() // after cancel: every job's context ends
 	if err := s.w.Write(hello, nil); err != nil {
 		return err
 	}
-	return s.loop(ctx, NewReader(r))
+	return s.loop(ctx, stageproto.NewReader(r))
 }
 
 // server is one connection's state.
 type server struct {
 	e     engine.Engine
-	w     *Writer
-	hello Hello
+	w     *stageproto.Writer
+	hello stageproto.Hello
 	wg    sync.WaitGroup
 
 	mu   sync.Mutex
@@ -60,9 +65,9 @@ type progJob struct {
 	taken  int // input chunks taken and not yet credited; Recv's own
 }
 
-func (s *server) loop(ctx context.Context, r *Reader) error {
+func (s *server) loop(ctx context.Context, r *stageproto.Reader) error {
 	for {
-		var h Header
+		var h stageproto.Header
 		data, err := r.Read(&h)
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -78,18 +83,18 @@ func (s *server) loop(ctx context.Context, r *Reader) error {
 }
 
 // handle handles one message of the runtime; stop is set on shutdown.
-func (s *server) handle(ctx context.Context, h *Header, data []byte) (stop bool, err error) {
+func (s *server) handle(ctx context.Context, h *stageproto.Header, data []byte) (stop bool, err error) {
 	switch h.Type {
-	case TypeWarm:
+	case stageproto.TypeWarm:
 		if err := s.e.Warm(ctx); err != nil {
-			return false, s.w.Write(Error{Type: TypeError, Message: err.Error()}, nil)
+			return false, s.w.Write(stageproto.Error{Type: stageproto.TypeError, Message: err.Error()}, nil)
 		}
-		return false, s.w.Write(Bare{Type: TypeReady}, nil)
-	case TypeCheck:
-		answer := Checked{Type: TypeChecked, ID: h.ID}
+		return false, s.w.Write(stageproto.Bare{Type: stageproto.TypeReady}, nil)
+	case stageproto.TypeCheck:
+		answer := stageproto.Checked{Type: stageproto.TypeChecked, ID: h.ID}
 		if c, ok := s.e.(engine.ParamsChecker); ok {
 			if err := c.CheckParams(h.Params); err != nil {
-				f := &ParamFault{Reason: err.Error()}
+				f := &stageproto.ParamFault{Reason: err.Error()}
 				var pe *engine.ParamError
 				if errors.As(err, &pe) {
 					f.Field, f.Reason = pe.Field, pe.Reason
@@ -98,12 +103,12 @@ func (s *server) handle(ctx context.Context, h *Header, data []byte) (stop bool,
 			}
 		}
 		return false, s.w.Write(answer, nil)
-	case TypeJob:
+	case stageproto.TypeJob:
 		s.start(ctx, h)
 		return false, nil
-	case TypeInput, TypeInputEnd, TypeCredit, TypeCancel:
+	case stageproto.TypeInput, stageproto.TypeInputEnd, stageproto.TypeCredit, stageproto.TypeCancel:
 		return false, s.jobMessage(h, data)
-	case TypeShutdown:
+	case stageproto.TypeShutdown:
 		return true, nil
 	}
 	return false, nil
@@ -111,7 +116,7 @@ func (s *server) handle(ctx context.Context, h *Header, data []byte) (stop bool,
 
 // jobMessage hands a message of a job to it; one for a job that has ended
 // is dropped.
-func (s *server) jobMessage(h *Header, data []byte) error {
+func (s *server) jobMessage(h *stageproto.Header, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j := s.jobs[h.Job]
@@ -119,38 +124,38 @@ func (s *server) jobMessage(h *Header, data []byte) error {
 		return nil
 	}
 	switch h.Type {
-	case TypeInput:
+	case stageproto.TypeInput:
 		if j.ended {
-			return protocolErrorf("input for job %d after its input_end", j.id)
+			return protocolError("input for job %d after its input_end", j.id)
 		}
-		c, err := DecodeChunk(&h.ChunkHeader, data)
+		c, err := stageproto.DecodeChunk(&h.ChunkHeader, data)
 		if err != nil {
-			return protocolErrorf("job %d: %v", j.id, err)
+			return protocolError("job %d: %v", j.id, err)
 		}
 		select {
 		case j.in <- c:
 		default:
-			return protocolErrorf("input for job %d beyond the credit the program gave", j.id)
+			return protocolError("input for job %d beyond the credit the program gave", j.id)
 		}
-	case TypeInputEnd:
+	case stageproto.TypeInputEnd:
 		if !j.ended {
 			j.ended = true
 			close(j.in)
 		}
-	case TypeCredit:
+	case stageproto.TypeCredit:
 		select {
 		case j.credit <- h.Chunks:
 		default:
-			return protocolErrorf("more credit for job %d than it has output", j.id)
+			return protocolError("more credit for job %d than it has output", j.id)
 		}
-	case TypeCancel:
+	case stageproto.TypeCancel:
 		j.cancel()
 	}
 	return nil
 }
 
 // start runs the job h starts, on a goroutine of its own.
-func (s *server) start(ctx context.Context, h *Header) {
+func (s *server) start(ctx context.Context, h *stageproto.Header) {
 	jctx, cancel := context.WithCancel(ctx)
 	j := &progJob{s: s, id: h.Job, in: make(chan engine.Chunk, s.hello.Window), credit: make(chan int, max(h.Window, 1)), cancel: cancel}
 	s.mu.Lock()
@@ -177,19 +182,19 @@ func (s *server) start(ctx context.Context, h *Header) {
 func endOf(id int64, err error, cancelled bool) any {
 	switch {
 	case cancelled:
-		return JobEvent{Type: TypeCancelled, Job: id}
+		return stageproto.JobEvent{Type: stageproto.TypeCancelled, Job: id}
 	case err == nil:
-		return JobEvent{Type: TypeDone, Job: id}
+		return stageproto.JobEvent{Type: stageproto.TypeDone, Job: id}
 	}
 	var pe *engine.ParamError
 	var ie *engine.InputError
 	switch {
 	case errors.As(err, &pe):
-		return Error{Type: TypeError, Job: id, Code: CodeBadParams, Field: pe.Field, Message: pe.Reason}
+		return stageproto.Error{Type: stageproto.TypeError, Job: id, Code: stageproto.CodeBadParams, Field: pe.Field, Message: pe.Reason}
 	case errors.As(err, &ie):
-		return Error{Type: TypeError, Job: id, Code: CodeBadInput, Message: ie.Reason}
+		return stageproto.Error{Type: stageproto.TypeError, Job: id, Code: stageproto.CodeBadInput, Message: ie.Reason}
 	}
-	return Error{Type: TypeError, Job: id, Code: CodeFailed, Message: err.Error()}
+	return stageproto.Error{Type: stageproto.TypeError, Job: id, Code: stageproto.CodeFailed, Message: err.Error()}
 }
 
 // Recv implements engine.Source: the job's input, giving credit back as it
@@ -200,8 +205,8 @@ func (j *progJob) Recv(ctx context.Context) (engine.Chunk, error) {
 		if !ok {
 			return engine.Chunk{}, io.EOF
 		}
-		if j.taken++; j.taken >= CreditBatch(cap(j.in)) {
-			if err := j.s.w.Write(Credit{Type: TypeCredit, Job: j.id, Chunks: j.taken}, nil); err != nil {
+		if j.taken++; j.taken >= stageproto.CreditBatch(cap(j.in)) {
+			if err := j.s.w.Write(stageproto.Credit{Type: stageproto.TypeCredit, Job: j.id, Chunks: j.taken}, nil); err != nil {
 				return engine.Chunk{}, err
 			}
 			j.taken = 0
@@ -228,18 +233,17 @@ func (s *progSink) Send(ctx context.Context, c engine.Chunk) error {
 			return ctx.Err()
 		}
 	}
-	h, data, err := EncodeChunk(c)
+	h, data, err := stageproto.EncodeChunk(c)
 	if err != nil {
 		return err
 	}
-	if err := s.j.s.w.Write(Chunk{Type: TypeOutput, Job: s.j.id, ChunkHeader: h}, data); err != nil {
+	if err := s.j.s.w.Write(stageproto.Chunk{Type: stageproto.TypeOutput, Job: s.j.id, ChunkHeader: h}, data); err != nil {
 		return fmt.Errorf("stage protocol: %w", err)
 	}
 	s.credit--
 	return nil
 }
 
-// CreditBatch is how many chunks of a window a side takes in before it
-// gives credit back: half of it, so a writer never waits long and a
-// credit message serves several chunks.
-func CreditBatch(window int) int { return max(window/2, 1) }
+func protocolError(format string, args ...any) error {
+	return &stageproto.ProtocolError{Msg: fmt.Sprintf(format, args...)}
+}
