@@ -19,7 +19,10 @@ type metrics struct {
 	// restartFailures counts failed attempts to restart a lost replica.
 	restartFailures *prometheus.CounterVec
 	// retries counts requests moved to another replica of a stage.
-	retries    *prometheus.CounterVec
+	retries *prometheus.CounterVec
+	// batchSize and batchWait observe the batches of batching stages.
+	batchSize  *prometheus.HistogramVec
+	batchWait  *prometheus.HistogramVec
 	collectors []prometheus.Collector
 	// ok is requests' "ok" child, the common case, looked up once.
 	ok prometheus.Counter
@@ -65,8 +68,18 @@ func newMetrics() *metrics {
 			Name: "omnistage_stage_retries_total",
 			Help: "Requests whose replica of the stage was lost before it took anything of them (a refused connection), moved to another replica, by stage.",
 		}, []string{"stage"}),
+		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "omnistage_batch_size",
+			Help:    "Units of work (of one or more requests) computed in one call of a batching stage's engine, by stage.",
+			Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64},
+		}, []string{"stage"}),
+		batchWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "omnistage_batch_wait_seconds",
+			Help:    "How long the oldest unit of work of a batch waited for the batch to begin, by stage.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12),
+		}, []string{"stage"}),
 	}
-	m.collectors = []prometheus.Collector{m.requests, m.inflight, m.stageTime, m.lateDropped, m.aborts, m.abortDrain, m.restarts, m.restartFailures, m.retries}
+	m.collectors = []prometheus.Collector{m.requests, m.inflight, m.stageTime, m.lateDropped, m.aborts, m.abortDrain, m.restarts, m.restartFailures, m.retries, m.batchSize, m.batchWait}
 	m.ok = m.requests.WithLabelValues("ok")
 	return m
 }

@@ -1,12 +1,16 @@
 package orchestrator
 
-// Moving a stage whose replica failed before it took anything of the
-// request (engine.ErrUnsent: a stage server's connection refused) to
-// another replica of the stage.
+// Running a stage's engine on its replica (process): the ctx it runs
+// under, and moving a stage whose replica failed before it took anything
+// of the request (engine.ErrUnsent: a stage server's connection refused)
+// to another replica of the stage.
 
 import (
+	"context"
 	"errors"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
@@ -61,4 +65,18 @@ func (rq *request) rebind(b *binding, err error) bool {
 	b.stage.retries.Inc()
 	b.reboundEvent(old.ID, asked)
 	return rq.prepare(b, b.job.Upstream) == nil
+}
+
+// processCtx returns the ctx b's engine runs under: rq.ctx, holding b's
+// replica's batch runner when its stage batches, and b's stage span when
+// tracing.
+func (rq *request) processCtx(b *binding) context.Context {
+	ctx := rq.ctx
+	if b.replica.Batches != nil {
+		ctx = engine.WithBatches(ctx, b.replica.Batches)
+	}
+	if b.span == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, b.span)
 }

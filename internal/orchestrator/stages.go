@@ -6,9 +6,11 @@ package orchestrator
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/omnistage/omnistage/internal/batch"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/pool"
@@ -53,6 +55,9 @@ func (o *Orchestrator) buildStage(id int, m *metrics) (*stageRun, error) {
 		RestartBackoff: o.opts.RestartBackoff, RestartBackoffMax: o.opts.RestartBackoffMax, Logger: o.log,
 		Restarted:     m.restarts.WithLabelValues(label).Inc,
 		RestartFailed: m.restartFailures.WithLabelValues(label).Inc,
+	}
+	if d.Batch.Max > 1 {
+		poolCfg.Batches = batches(d.Batch, m.batchSize.WithLabelValues(label), m.batchWait.WithLabelValues(label))
 	}
 	var drv engine.Driver
 	if d.Placement != pipeline.PlacementRemote {
@@ -176,4 +181,21 @@ func (o *Orchestrator) Stats() Stats {
 		})
 	}
 	return s
+}
+
+// batches returns what makes the batch runner of a replica's engine, for
+// a stage with batches b: a batch.Queue for an engine that batches
+// (engine.Batcher), nothing for one that does not (a replica elsewhere,
+// whose own server batches).
+func batches(b pipeline.Batch, size, wait prometheus.Observer) func(engine.Engine) engine.BatchRunner {
+	opts := batch.Options{Max: b.Max, Delay: b.Delay, Observe: func(n int, w time.Duration) {
+		size.Observe(float64(n))
+		wait.Observe(w.Seconds())
+	}}
+	return func(e engine.Engine) engine.BatchRunner {
+		if be, ok := e.(engine.Batcher); ok {
+			return batch.New(be, opts)
+		}
+		return nil
+	}
 }

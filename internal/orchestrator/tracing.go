@@ -117,15 +117,6 @@ func (b *binding) reboundEvent(from string, asked time.Time) {
 	}
 }
 
-// processCtx returns the ctx b's engine runs under: rq.ctx, holding b's
-// stage span when tracing.
-func (rq *request) processCtx(b *binding) context.Context {
-	if b.span == nil {
-		return rq.ctx
-	}
-	return trace.ContextWithSpan(rq.ctx, b.span)
-}
-
 // endStageSpan ends b's stage span with the stage's outcome. A stage
 // stopped because its request ended first (another stage failed, an
 // abort) has not failed itself: its span gets a cancelled event.

@@ -112,11 +112,26 @@ type DeployStage struct {
 	Link Link
 	// Worker configures a replica's worker process (placement process).
 	Worker Worker
+	// Batch configures the batches of an engine that computes units of
+	// work of several requests in one call (engine.Batcher).
+	Batch Batch
 
 	line       int
 	path       string          // the entry's field path, for errors
 	seen       map[string]bool // the keys the file gave
 	engineKeys []*deployKey    // the keys given that only the engine may take (CheckEngines)
+}
+
+// Batch configures the batches of a stage whose engine batches
+// (engine.Batcher): the runtime gathers the units of work of the
+// requests bound to one replica into calls of at most Max items, the
+// oldest waiting at most Delay for more. Max 1 turns batching off.
+type Batch struct {
+	// Max is the most items in one call (max_batch).
+	Max int
+	// Delay is the longest an item waits for a batch to fill
+	// (max_batch_delay).
+	Delay time.Duration
 }
 
 // Link configures how a replica outside this process is called and
@@ -163,6 +178,10 @@ const (
 	DefaultReplicas         = 1
 	DefaultStageMaxQueue    = 64
 	DefaultStageMaxInflight = 2
+	// DefaultMaxBatch and DefaultMaxBatchDelay are a batching stage's
+	// (see Batch).
+	DefaultMaxBatch      = 8
+	DefaultMaxBatchDelay = 2 * time.Millisecond
 
 	DefaultWarmTimeout     = 2 * time.Minute
 	DefaultHealthInterval  = 2 * time.Second

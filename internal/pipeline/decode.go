@@ -408,6 +408,8 @@ func (d *decoder) deploy(n *yaml.Node, path string, dp *Deploy) {
 					field{"resolve_interval", d.duration(&s.Link.ResolveInterval)},
 					field{"start_timeout", d.duration(&s.Worker.StartTimeout)},
 					field{"stop_timeout", d.duration(&s.Worker.StopTimeout)},
+					field{"max_batch", d.intTo(&s.Batch.Max)},
+					field{"max_batch_delay", d.duration(&s.Batch.Delay)},
 				)
 				s.seen = seen
 				if n.Kind == yaml.MappingNode && !seen["id"] {

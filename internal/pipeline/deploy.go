@@ -185,6 +185,15 @@ func validateDeployStage(s *DeployStage, path, engineName string, errs *errList)
 	case s.MaxInflight < 0:
 		errs.add(s.line, path+".max_inflight", "must be at least 1, got %d", s.MaxInflight)
 	}
+	switch {
+	case s.Batch.Max == 0:
+		s.Batch.Max = DefaultMaxBatch
+	case s.Batch.Max < 0:
+		errs.add(s.line, path+".max_batch", "must be at least 1 (1: no batches), got %d", s.Batch.Max)
+	}
+	if !s.seen["max_batch_delay"] {
+		s.Batch.Delay = DefaultMaxBatchDelay
+	}
 	validatePlacementKeys(s, path, errs)
 }
 
@@ -208,6 +217,7 @@ const (
 	onlyProcess = "only for placement process"
 	keyOfRemote = "only for placement remote: a worker process gets a fresh key from its parent"
 	foundRemote = "only for placement remote: worker processes are not found by name"
+	onlyBatcher = "only for a stage whose engine batches the units of work of several requests"
 )
 
 // deployKeys are the keys that not every stage takes.
@@ -220,6 +230,8 @@ var deployKeys = []deployKey{
 	{name: "resolve_interval", refusedBy: map[Placement]string{PlacementInproc: onlyOutside, PlacementProcess: foundRemote}},
 	{name: "start_timeout", refusedBy: map[Placement]string{PlacementInproc: onlyProcess, PlacementRemote: onlyProcess}},
 	{name: "stop_timeout", refusedBy: map[Placement]string{PlacementInproc: onlyProcess, PlacementRemote: onlyProcess}},
+	{name: "max_batch", refusedBy: map[Placement]string{PlacementInproc: onlyBatcher, PlacementProcess: onlyBatcher, PlacementRemote: onlyBatcher}, engine: true},
+	{name: "max_batch_delay", refusedBy: map[Placement]string{PlacementInproc: onlyBatcher, PlacementProcess: onlyBatcher, PlacementRemote: onlyBatcher}, engine: true},
 }
 
 // findKey returns the deploy key named name, or nil.

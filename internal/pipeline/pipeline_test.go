@@ -139,7 +139,8 @@ func TestBadConfigs(t *testing.T) {
 
 // testEngines stands in for a program's engine registry: the built-in
 // engines and the test engines the testdata names. Engine external
-// and test-bounded take timeout and warm_timeout at any placement.
+// and test-bounded take timeout and warm_timeout at any placement;
+// test-batcher batches (max_batch, max_batch_delay).
 type testEngines struct{}
 
 var knownEngines = []string{"audio-enhance", "external", "flite-talker", "flite-vocoder", "sphinx-aligner", "test-*"}
@@ -149,8 +150,11 @@ func (testEngines) Lookup(name string) (engine.Driver, bool) {
 		return engine.Driver{}, false
 	}
 	var d engine.Driver
-	if name == "external" || name == "test-bounded" {
+	switch name {
+	case "external", "test-bounded":
 		d.DeployKeys = []string{"timeout", "warm_timeout"}
+	case "test-batcher":
+		d.DeployKeys = []string{"max_batch", "max_batch_delay"}
 	}
 	return d, true
 }
@@ -443,7 +447,7 @@ deploy:
 		t.Fatalf("an engine taking unknown keys: %v", err)
 	}
 	for i, k := range []string{"health_interval", "max_wait"} {
-		if want := fmt.Sprintf("pipeline.stages[0].engine: engine test-bounded takes the deploy key %q, which is not one an engine may take (timeout, warm_timeout)", k); !strings.Contains(errs[i].Error(), want) {
+		if want := fmt.Sprintf("pipeline.stages[0].engine: engine test-bounded takes the deploy key %q, which is not one an engine may take (timeout, warm_timeout, max_batch, max_batch_delay)", k); !strings.Contains(errs[i].Error(), want) {
 			t.Errorf("error %q; want %q", errs[i], want)
 		}
 	}

@@ -65,6 +65,10 @@ type Replica struct {
 	Stage  int
 	Index  int
 	Engine engine.Engine
+	// Batches runs the units of work the requests bound to the replica
+	// hand its engine in batches (Config.Batches); nil when its stage
+	// does not batch.
+	Batches engine.BatchRunner
 
 	pool *Pool
 	// Guarded by pool.mu.
@@ -107,8 +111,18 @@ type Pool struct {
 	emptyWhy    error      // why the pool has no replica, when it has none (SetEmptyReason)
 	maxInflight int
 	maxQueue    int
+	batches     func(engine.Engine) engine.BatchRunner // Config.Batches
 	waiters     []*waiter
 	closed      bool
+}
+
+// newReplica returns the replica of slot index, named id, running e.
+func (p *Pool) newReplica(id string, index int, e engine.Engine) *Replica {
+	r := &Replica{ID: id, Stage: p.Stage, Index: index, Engine: e, pool: p, bound: map[Holder]struct{}{}}
+	if p.batches != nil {
+		r.Batches = p.batches(e)
+	}
+	return r
 }
 
 type waiter struct {
@@ -125,12 +139,9 @@ type grant struct {
 // New returns a pool of cfg's stage over engines, one replica each, with
 // cfg's bounds (cfg.Replicas and the supervision are not its concern).
 func New(cfg Config, engines []engine.Engine) *Pool {
-	p := &Pool{Stage: cfg.Stage, Name: cfg.Name, maxInflight: max(cfg.MaxInflight, 1), maxQueue: max(cfg.MaxQueue, 0)}
+	p := &Pool{Stage: cfg.Stage, Name: cfg.Name, maxInflight: max(cfg.MaxInflight, 1), maxQueue: max(cfg.MaxQueue, 0), batches: cfg.Batches}
 	for i, e := range engines {
-		p.replicas = append(p.replicas, &Replica{
-			ID: fmt.Sprintf("%s/%d", cfg.Name, i), Stage: cfg.Stage, Index: i, Engine: e,
-			pool: p, bound: map[Holder]struct{}{},
-		})
+		p.replicas = append(p.replicas, p.newReplica(fmt.Sprintf("%s/%d", cfg.Name, i), i, e))
 	}
 	p.next = len(engines)
 	return p

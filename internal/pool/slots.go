@@ -29,7 +29,7 @@ func (p *Pool) Add(index int, e engine.Engine) (*Replica, error) {
 		p.mu.Unlock()
 		return nil, ErrClosed
 	}
-	r := &Replica{ID: fmt.Sprintf("%s/%d", p.Name, index), Stage: p.Stage, Index: index, Engine: e, pool: p, bound: map[Holder]struct{}{}}
+	r := p.newReplica(fmt.Sprintf("%s/%d", p.Name, index), index, e)
 	p.replicas = append(p.replicas, r)
 	p.grantLocked()
 	p.mu.Unlock()
@@ -256,7 +256,7 @@ func (p *Pool) Replace(old *Replica, e engine.Engine) (*Replica, error) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("replace %s: %w", old.ID, ErrRemoved)
 	}
-	r := &Replica{ID: old.ID, Stage: old.Stage, Index: old.Index, Engine: e, pool: p, bound: map[Holder]struct{}{}}
+	r := p.newReplica(old.ID, old.Index, e)
 	p.replicas[i] = r
 	closeOld := p.retireLocked(old)
 	p.grantLocked()

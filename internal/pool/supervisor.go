@@ -45,6 +45,10 @@ type Config struct {
 	// MaxInflight bounds the requests bound to one replica at once (at
 	// least 1); MaxQueue bounds the requests waiting for a replica.
 	MaxInflight, MaxQueue int
+	// Batches, when set, makes the batch runner of each replica's engine
+	// (Replica.Batches); it may return nil, for an engine that does not
+	// batch.
+	Batches func(engine.Engine) engine.BatchRunner
 	// RestartBackoff is how long a lost replica's slot waits before the
 	// first attempt to build a new replica in it; zero means
 	// DefaultRestartBackoff, and a negative value disables restarts.
