@@ -84,6 +84,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 	body := s.newBodyWriter(w)
 	defer body.Done()
 	ev := &eventWriter{body: body, sse: mode == apijson.StreamSSE}
+	var regions regionEvents
 	started := false
 	for {
 		o, err := st.Recv(ctx)
@@ -104,7 +105,12 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 			started = true
 		}
 		var out apijson.Outputs
-		if err == nil {
+		modality := string(o.Kind)
+		switch {
+		case err != nil:
+		case o.Chunk.Regions != nil:
+			out, modality = regions.render(st, o)
+		default:
 			out, err = apijson.RenderChunk(o.Chunk)
 		}
 		if err != nil {
@@ -117,7 +123,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 			return
 		}
 		stage := o.Stage
-		if err := ev.send(apijson.Event{Type: apijson.EventOutput, RequestID: st.ID(), Stage: &stage, Modality: string(o.Kind), Final: o.Final, Outputs: out}); err != nil {
+		if err := ev.send(apijson.Event{Type: apijson.EventOutput, RequestID: st.ID(), Stage: &stage, Modality: modality, Final: o.Final, Outputs: out}); err != nil {
 			s.streamFailed(r, err)
 			return
 		}
@@ -135,4 +141,36 @@ func stageTimings(st *orchestrator.Stream) []apijson.StageTiming {
 		out[i] = apijson.StageTiming(t)
 	}
 	return out
+}
+
+// regionEvents renders a stream's regions chunks as events: the regions,
+// with their places in the text read so far, when the request selected
+// regions (modality regions), and the text they add when it selected text
+// (modality text, when it did not select regions too).
+type regionEvents struct {
+	rr apijson.RegionsRenderer
+}
+
+func (e *regionEvents) render(st *orchestrator.Stream, o orchestrator.OutputChunk) (apijson.Outputs, string) {
+	regions, text := e.rr.Chunk(o.Chunk.Regions)
+	var out apijson.Outputs
+	modality := ""
+	for _, sel := range st.Selection().Outputs {
+		if sel.Stage != o.Stage {
+			continue
+		}
+		switch sel.Kind {
+		case engine.KindRegions:
+			out.Regions, modality = regions, string(engine.KindRegions)
+		case engine.KindText:
+			out.Text = text
+			if modality == "" {
+				modality = string(engine.KindText)
+			}
+		}
+	}
+	if out.Regions == nil && modality == string(engine.KindRegions) {
+		out.Regions = []apijson.Region{}
+	}
+	return out, modality
 }

@@ -18,6 +18,9 @@ type Outputs struct {
 	Audio      *Audio        `json:"audio,omitempty"`
 	Timestamps []engine.Word `json:"timestamps,omitzero"`
 	Text       string        `json:"text,omitempty"`
+	// Regions is present (possibly empty) whenever the regions output was
+	// selected.
+	Regions []Region `json:"regions,omitzero"`
 }
 
 // Audio is audio in JSON. In a complete output Format is "wav" and Data is

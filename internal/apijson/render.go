@@ -5,6 +5,7 @@ package apijson
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/omnistage/omnistage/internal/audio"
@@ -28,10 +29,21 @@ func WAV(a *engine.Audio) (*Audio, error) {
 	return &Audio{Format: FormatWAV, SampleRate: a.SampleRate, DurationMs: DurationMs(len(a.Samples), a.SampleRate), Data: b}, nil
 }
 
-// Render turns one whole output, kind's chunks, into its JSON form by what
-// the chunks hold: audio becomes one WAV file, words one list, text one
-// string. Timestamps is set (possibly empty) when kind is timestamps.
+// Render turns one whole output, the chunks that serve modality kind, into
+// its JSON form by what the chunks hold: audio becomes one WAV file,
+// words one list, text one string, regions one list (or, for kind text,
+// their text: lines joined by newlines). Timestamps is set (possibly
+// empty) when kind is timestamps, Regions when kind is regions.
 func Render(kind engine.Kind, chunks []engine.Chunk) (Outputs, error) {
+	if len(chunks) > 0 && chunks[0].Regions != nil {
+		if c := slices.IndexFunc(chunks, func(c engine.Chunk) bool { return c.Regions == nil }); c >= 0 {
+			return Outputs{}, fmt.Errorf("%s chunks among regions", chunks[c].Kind())
+		}
+		return renderRegions(kind, chunks), nil
+	}
+	if kind == engine.KindRegions {
+		return Outputs{Regions: []Region{}}, nil
+	}
 	var out Outputs
 	var text strings.Builder
 	hasText := false

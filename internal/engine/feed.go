@@ -67,7 +67,6 @@ func (f *Feed) Text() (text string, done bool) {
 	return f.text.String(), f.done
 }
 
-
 // Wait returns the text once it is longer than n bytes or complete, or
 // ctx's error if ctx ends first.
 func (f *Feed) Wait(ctx context.Context, n int) (text string, done bool, err error) {

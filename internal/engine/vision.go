@@ -2,6 +2,11 @@ package engine
 
 // The kinds of images and the text found in them.
 
+import (
+	"strings"
+	"unicode/utf8"
+)
+
 // Image is an encoded image: the bytes of a PNG, JPEG or WebP file, and
 // what its header says of it.
 type Image struct {
@@ -54,3 +59,43 @@ type Regions struct {
 	Width, Height int
 	Regions       []Region
 }
+
+// RegionsText is the text of an image's recognized regions as one text,
+// the way every stage and the API read it: each region's text in reading
+// order, each followed by a newline; regions without text add nothing.
+// Its offsets are those word timestamps use (code points).
+type RegionsText struct {
+	b   strings.Builder
+	n   int // code points so far
+	idx []RegionSpan
+}
+
+// RegionSpan is where one region's text lies in a RegionsText: code
+// points [Start, End).
+type RegionSpan struct {
+	Index      int
+	Start, End int
+}
+
+// Add appends the texts of rs, which come after those added before in
+// reading order, and returns the text they add.
+func (t *RegionsText) Add(rs []Region) string {
+	start := t.b.Len()
+	for _, r := range rs {
+		if r.Text == "" {
+			continue
+		}
+		n := utf8.RuneCountInString(r.Text)
+		t.idx = append(t.idx, RegionSpan{Index: r.Index, Start: t.n, End: t.n + n})
+		t.b.WriteString(r.Text)
+		t.b.WriteByte('\n')
+		t.n += n + 1
+	}
+	return t.b.String()[start:]
+}
+
+// String returns the text so far.
+func (t *RegionsText) String() string { return t.b.String() }
+
+// Spans returns where each region's text lies, in the order added.
+func (t *RegionsText) Spans() []RegionSpan { return t.idx }

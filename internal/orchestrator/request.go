@@ -23,8 +23,13 @@ import (
 type Request struct {
 	// ID is the caller's request id; empty means generate one.
 	ID string
-	// Prompt is the input the route's entry stage takes.
+	// Prompt is the input the route's entry stage takes: its text, for a
+	// pipeline whose input is text.
 	Prompt engine.Prompt
+	// Image is the input of a pipeline whose input is an image: the entry
+	// stage receives it as one Image chunk, and the prompt's text is
+	// empty (later stages learn the text from the stages before them).
+	Image *engine.Image
 	// Modalities selects the outputs; empty means the route tail's type.
 	Modalities []string
 	// Params holds per-stage sampling params indexed by stage id (the
@@ -150,11 +155,17 @@ func (o *Orchestrator) Submit(ctx context.Context, req Request) (*Stream, error)
 		return nil, err
 	}
 	sub := submission{id: req.ID, prompt: req.Prompt, params: req.Params, sel: sel}
-	if req.Input == nil {
+	if err := o.checkInputKind(req); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.Image != nil:
+		sub.input = engine.NewSliceSource(engine.Chunk{Image: req.Image})
+	case req.Input == nil:
 		if err := o.checkPrompt(sel, req.Prompt.Text, req.Params); err != nil {
 			return nil, err
 		}
-	} else {
+	default:
 		if req.Prompt.Text != "" {
 			return nil, newError(CodeBadRequest, "a streamed request takes its text from its input only, not also from its prompt")
 		}
@@ -235,6 +246,22 @@ func (o *Orchestrator) submit(ctx context.Context, sub submission) (*Stream, err
 
 // noClient is stopOnClient for a ctx that is never cancelled.
 func noClient() bool { return false }
+
+// checkInputKind refuses a request whose input is not the kind the
+// pipeline takes: an image for a pipeline of text, or text for one of
+// images.
+func (o *Orchestrator) checkInputKind(req Request) error {
+	name, want := o.cfg.Pipeline.Name, o.cfg.Pipeline.Input
+	switch {
+	case want == engine.KindImage && req.Image == nil:
+		return newError(CodeBadRequest, "pipeline %s reads an image: send an image, not text", name)
+	case want == engine.KindImage && (req.Prompt.Text != "" || req.Input != nil):
+		return newError(CodeBadRequest, "pipeline %s reads an image: send the image alone, without text", name)
+	case want != engine.KindImage && req.Image != nil:
+		return newError(CodeBadRequest, "pipeline %s takes %s, not an image", name, want)
+	}
+	return nil
+}
 
 // checkPrompt asks the entry stage's engine, when it runs here, whether
 // it can take the request's text (engine.PromptChecker): a text it has
@@ -383,7 +410,7 @@ func (rq *request) start(input engine.Source) {
 		id := b.job.StageID
 		b.sink = stageSink{rq: rq, stage: id, final: id == rq.sel.Final, bind: b,
 			audio: audioBudget{stage: id, seconds: rq.o.cfg.Deploy.MaxAudioSeconds}}
-		b.sink.selected, b.sink.kind = rq.selected(id)
+		b.sink.selected, b.sink.kind = rq.selected(id), rq.o.route.Output(id)
 		if i < n-1 {
 			b.sink.down = make(chan engine.Chunk, rq.o.cfg.Deploy.StreamBuffer)
 			b.src.ch = b.sink.down
@@ -396,13 +423,15 @@ func (rq *request) start(input engine.Source) {
 	}
 }
 
-func (rq *request) selected(id int) (bool, engine.Kind) {
+// selected reports whether the request selected stage id's output (for
+// one modality or more: a stage's regions serve text as well).
+func (rq *request) selected(id int) bool {
 	for _, out := range rq.sel.Outputs {
 		if out.Stage == id {
-			return true, out.Kind
+			return true
 		}
 	}
-	return false, ""
+	return false
 }
 
 // runStage runs b's stage, then counts its task done. Not deferred: an

@@ -14,6 +14,9 @@ import (
 )
 
 // OutputChunk is one chunk of a selected output, as Stream.Recv returns it.
+// Kind is the kind of the stage's output: the modality selected, or, for
+// text selected of a stage whose output is regions, regions (the stage's
+// output may serve two modalities; see pipeline.Route.Select).
 type OutputChunk struct {
 	Stage int
 	Kind  engine.Kind
@@ -103,7 +106,8 @@ func (s *Stream) received(out OutputChunk, ok bool) (OutputChunk, error) {
 // waiting: a caller that writes them out may flush once they are taken.
 func (s *Stream) Buffered() int { return len(s.rq.out) }
 
-// Output is one selected output, complete.
+// Output is one selected output, complete: Kind is the modality selected,
+// and Chunks the output of the stage that serves it.
 type Output struct {
 	Stage  int
 	Kind   engine.Kind
@@ -129,7 +133,6 @@ func (s *Stream) Collect(ctx context.Context) ([]Output, error) {
 		for i := range outs {
 			if outs[i].Stage == o.Stage {
 				outs[i].Chunks = append(outs[i].Chunks, o.Chunk)
-				break
 			}
 		}
 	}

@@ -14,9 +14,19 @@ import (
 )
 
 // Selectable are the kinds a request may name in output_modalities: those
-// an answer carries. The other kinds (frames, segments) pass only between
-// stages.
-var Selectable = []engine.Kind{engine.KindAudio, engine.KindTimestamps, engine.KindText}
+// an answer carries. The other kinds (frames, segments, tensor, image)
+// pass only between stages.
+var Selectable = []engine.Kind{engine.KindAudio, engine.KindTimestamps, engine.KindText, engine.KindRegions}
+
+// servedBy lists the output kinds of a stage that serve modality k: its
+// own kind, and for text also regions, whose texts read in order are the
+// text of the image they were found in (engine.RegionsText).
+func servedBy(k engine.Kind) []engine.Kind {
+	if k == engine.KindText {
+		return []engine.Kind{engine.KindText, engine.KindRegions}
+	}
+	return []engine.Kind{k}
+}
 
 // CheckModalities checks a request's output_modalities list on its own,
 // before any route is consulted. It is the one check of such a list on

@@ -48,6 +48,9 @@ func (r *Route) Tail() int {
 	return r.chain[len(r.chain)-1]
 }
 
+// Output returns the kind stage id outputs.
+func (r *Route) Output(id int) engine.Kind { return r.output[id] }
+
 // Aligner returns the aligner's stage id.
 func (r *Route) Aligner() (int, bool) { return r.aligner, r.aligner >= 0 }
 
@@ -136,8 +139,9 @@ func (e *SelectError) Error() string { return e.Msg }
 // Select resolves a request's output modalities. No modalities means the
 // type of the route's tail (without the aligner). A list is first checked
 // on its own (CheckModalities); then each modality is served by the last
-// route stage whose final output has that type, and the final stage is the
-// latest of those. Selections may be shared between requests: callers must
+// route stage whose final output has that type (text also by regions: a
+// stage's regions serve both), and the final stage is the latest of
+// those. Selections may be shared between requests: callers must
 // not modify them.
 func (r *Route) Select(modalities []string) (*Selection, error) {
 	if len(modalities) == 0 && r.defaultSel != nil {
@@ -159,7 +163,7 @@ func (r *Route) selectNew(modalities []string) (*Selection, error) {
 		k := engine.Kind(m)
 		best := -1
 		for _, id := range r.chain {
-			if r.final[id] && r.output[id] == k {
+			if r.final[id] && slices.Contains(servedBy(k), r.output[id]) {
 				best = id
 			}
 		}
@@ -210,7 +214,7 @@ func (s *Selection) Next(id int) (int, bool) {
 func (r *Route) unservable(k engine.Kind) error {
 	var skipped []string
 	for id, p := range r.pos {
-		if p < 0 && r.final[id] && r.output[id] == k {
+		if p < 0 && r.final[id] && slices.Contains(servedBy(k), r.output[id]) {
 			skipped = append(skipped, fmt.Sprintf("stage %d (%s)", id, r.names[id]))
 		}
 	}
