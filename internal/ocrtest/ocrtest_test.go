@@ -182,8 +182,8 @@ func TestTesseract(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cer := CER(s.Text, res.Text); cer > 0.1 || res.Elapsed <= 0 {
-			t.Errorf("%s: read %q (CER %.2f) in %v; want %q", s.Name, res.Text, cer, res.Elapsed, s.Text)
+		if cer := CER(s.Text, res.Text); cer > 0.1 || res.Elapsed <= 0 || res.CPU <= 0 {
+			t.Errorf("%s: read %q (CER %.2f) in %v (%v CPU); want %q", s.Name, res.Text, cer, res.Elapsed, res.CPU, s.Text)
 		}
 	}
 	if _, err := (Tesseract{Lang: "eng"}).Read(ctx, []byte("not an image")); err == nil {

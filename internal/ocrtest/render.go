@@ -29,6 +29,9 @@ type Page struct {
 	Textured bool
 	// Margin is the room around the text, in pixels.
 	Margin int
+	// Leading is the distance between baselines over the size: 1.2 is
+	// usual in print (1.5 when 0).
+	Leading float64
 }
 
 // Render draws p; rng shapes the texture.
@@ -44,7 +47,11 @@ func (p Page) Render(rng *rand.Rand) (imaging.RGB, error) {
 		}
 	}
 	m := face.Metrics()
-	lineHeight := int(math.Ceil(p.Size * 1.5))
+	leading := p.Leading
+	if leading == 0 {
+		leading = 1.5
+	}
+	lineHeight := int(math.Ceil(p.Size * leading))
 	width := 0
 	for _, l := range p.Lines {
 		width = max(width, font.MeasureString(face, l).Ceil())

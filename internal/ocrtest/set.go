@@ -95,6 +95,7 @@ func sample(subset string, i int, f *Font, rng *rand.Rand) (Sample, error) {
 		Ink: inks[rng.IntN(len(inks))], Paper: papers[rng.IntN(len(papers))],
 		Textured: rng.IntN(5) < 2,
 		Margin:   int(size * (1.5 + rng.Float64())),
+		Leading:  1.15 + 0.45*rng.Float64(),
 	}
 	lines, err := text(subset, i, f, size, rng)
 	if err != nil {
