@@ -32,14 +32,14 @@ func Crop(img imaging.RGB, q [4]engine.Point) (imaging.RGB, [4]engine.Point, err
 		return imaging.RGB{}, q, fmt.Errorf("crop: %w", err)
 	}
 	if float64(h)/float64(w) >= tallRatio {
-		return imaging.Rotate90(crop), turn(q, 1), nil
+		return imaging.Rotate90(crop), turnBox(q, 1), nil
 	}
 	return crop, q, nil
 }
 
-// turn returns q's corners starting k places on: the corners of the same
+// turnBox returns q's corners starting k places on: the corners of the same
 // box when its content is turned k quarter turns counter-clockwise.
-func turn(q [4]engine.Point, k int) [4]engine.Point {
+func turnBox(q [4]engine.Point, k int) [4]engine.Point {
 	return [4]engine.Point{q[k%4], q[(k+1)%4], q[(k+2)%4], q[(k+3)%4]}
 }
 

@@ -60,17 +60,19 @@ func (d *Dict) Classes() int { return len(d.chars) }
 
 // Line is one decoded line.
 type Line struct {
+	// Text is the line, without spaces at its ends.
 	Text string
 	// Confidence is the score of each of Text's code points.
 	Confidence []float32
-	// Score is the mean of the scores of its characters, 0 when it has
-	// none.
+	// Score is the mean of the scores of its characters, spaces at its
+	// ends included (as PaddleOCR scores a line), 0 when it has none.
 	Score float32
 }
 
 // Decode decodes one crop's output, steps × Classes() scores: at each
 // step the best class; a class repeated at consecutive steps counts once,
 // blanks are dropped, and each character kept brings its step's score.
+// Spaces at the line's ends are then trimmed off Text and Confidence.
 func (d *Dict) Decode(probs []float32, steps int) (Line, error) {
 	nc := len(d.chars)
 	if steps < 0 || len(probs) != steps*nc {
@@ -101,6 +103,9 @@ func (d *Dict) Decode(probs []float32, steps int) (Line, error) {
 		prev = best
 	}
 	line.Text = text.String()
+	lead := len(line.Text) - len(strings.TrimLeft(line.Text, " "))
+	line.Text = strings.Trim(line.Text, " ")
+	line.Confidence = line.Confidence[lead : lead+utf8.RuneCountInString(line.Text)]
 	if n > 0 {
 		line.Score = float32(sum / float64(n))
 	}

@@ -2,6 +2,7 @@ package ppocr
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/omnistage/omnistage/internal/engine"
@@ -237,5 +238,46 @@ func TestClockwise(t *testing.T) {
 		if got := clockwise(q); got != [4]engine.Point{tl, tr, br, bl} {
 			t.Errorf("clockwise(%v) = %v; want %v", q, got, [4]engine.Point{tl, tr, br, bl})
 		}
+	}
+}
+
+func TestPageOrder(t *testing.T) {
+	// Three lines of a 200×100 page that is upside down: in the image the
+	// page's first line is at the bottom, and its second line's two
+	// regions run right to left. The classifier turned each box so that
+	// it starts at its text's top-left, at the right of the image.
+	box := func(x0, y0, x1, y1 float32) [4]engine.Point {
+		return turnBox([4]engine.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}}, 2)
+	}
+	regions := []engine.Region{
+		{Index: 0, Box: box(20, 10, 180, 25), Rotated: true, Text: "third"},
+		{Index: 1, Box: box(20, 40, 90, 55), Rotated: true, Text: "second, right"},
+		{Index: 2, Box: box(110, 42, 180, 57), Rotated: true, Text: "second, left"},
+		{Index: 3, Box: box(20, 70, 180, 85), Rotated: true, Text: "first"},
+		// At the image's bottom-left: the turned page's top-right, level
+		// with its first line.
+		{Index: 4, Box: [4]engine.Point{{X: 5, Y: 90}, {X: 15, Y: 90}, {X: 15, Y: 95}, {X: 5, Y: 95}}, Text: "a small upright mark"},
+	}
+	upright := slices.Clone(regions)
+	for i := range upright {
+		upright[i].Rotated = false
+	}
+	PageOrder(upright, 200, 100)
+	for i, r := range upright {
+		if r.Index != i || r.Text != regions[i].Text {
+			t.Fatalf("an upright page's regions moved: %+v", upright)
+		}
+	}
+	PageOrder(regions, 200, 100)
+	var got []string
+	for i, r := range regions {
+		got = append(got, r.Text)
+		if r.Index != i {
+			t.Errorf("region %q has index %d at place %d", r.Text, r.Index, i)
+		}
+	}
+	want := []string{"first", "a small upright mark", "second, left", "second, right", "third"}
+	if !slices.Equal(got, want) {
+		t.Errorf("order %q; want %q", got, want)
 	}
 }

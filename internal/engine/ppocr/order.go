@@ -79,18 +79,80 @@ func clockwise(q [4]engine.Point) [4]engine.Point {
 // each other vertically so that each line reads left to right
 // (PaddleOCR's sorted_boxes).
 func ReadingOrder(boxes []Box) {
-	slices.SortStableFunc(boxes, func(a, b Box) int {
-		return cmp.Or(cmp.Compare(a.Quad[0].Y, b.Quad[0].Y), cmp.Compare(a.Quad[0].X, b.Quad[0].X))
+	firsts := make([]engine.Point, len(boxes))
+	for i, b := range boxes {
+		firsts[i] = b.Quad[0]
+	}
+	sorted := make([]Box, len(boxes))
+	for i, k := range readingOrder(firsts) {
+		sorted[i] = boxes[k]
+	}
+	copy(boxes, sorted)
+}
+
+// readingOrder returns the indexes of the top-left corners tl in reading
+// order (see ReadingOrder).
+func readingOrder(tl []engine.Point) []int {
+	order := make([]int, len(tl))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(tl[a].Y, tl[b].Y), cmp.Compare(tl[a].X, tl[b].X))
 	})
-	for i := range len(boxes) - 1 {
+	for i := range len(order) - 1 {
 		for j := i; j >= 0; j-- {
-			a, b := boxes[j].Quad[0], boxes[j+1].Quad[0]
+			a, b := tl[order[j]], tl[order[j+1]]
 			if math.Abs(float64(b.Y-a.Y)) >= lineSlack || b.X >= a.X {
 				break
 			}
-			boxes[j], boxes[j+1] = boxes[j+1], boxes[j]
+			order[j], order[j+1] = order[j+1], order[j]
 		}
 	}
+	return order
+}
+
+// PageOrder puts an image's regions, after the classifier, in the
+// reading order of the page as its text stands. When the classifier
+// turned most of the text (regions holding more than half of the boxes'
+// area are Rotated), the page is upside down: its first line is at the
+// bottom of the image, and each line starts at its right. The regions
+// are then sorted as ReadingOrder sorts boxes, by their Box's first
+// corner (the turned text's top-left) seen in the page turned upright,
+// and their Index renumbered. An upright page's regions are left as
+// they are. w and h are the image's size.
+func PageOrder(regions []engine.Region, w, h int) {
+	var turned, all float64
+	for _, r := range regions {
+		a := area(r.Box)
+		all += a
+		if r.Rotated {
+			turned += a
+		}
+	}
+	if turned <= all/2 {
+		return
+	}
+	firsts := make([]engine.Point, len(regions))
+	for i, r := range regions {
+		firsts[i] = engine.Point{X: float32(w) - r.Box[0].X, Y: float32(h) - r.Box[0].Y}
+	}
+	sorted := make([]engine.Region, len(regions))
+	for i, k := range readingOrder(firsts) {
+		sorted[i] = regions[k]
+		sorted[i].Index = i
+	}
+	copy(regions, sorted)
+}
+
+// area is the area of the quadrilateral q.
+func area(q [4]engine.Point) float64 {
+	s := 0.0
+	for i, p := range q {
+		n := q[(i+1)%4]
+		s += float64(p.X)*float64(n.Y) - float64(n.X)*float64(p.Y)
+	}
+	return math.Abs(s) / 2
 }
 
 func dist(a, b engine.Point) float64 {

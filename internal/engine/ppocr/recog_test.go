@@ -90,56 +90,128 @@ func TestClsInput(t *testing.T) {
 	// 10 wide, 20 high: 24 wide at 48 high, then zeros.
 	crop := solid(10, 20, 255, 255, 0).Crop()
 	long := solid(400, 20, 0, 0, 0).Crop()
-	in, err := ClsInput([]*engine.Crop{crop, long})
+	in, err := DefaultClsOptions().Input([]*engine.Crop{crop, long})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const plane = ClsHeight * ClsWidth
-	if len(in) != 2*3*plane {
-		t.Fatalf("%d values; want %d", len(in), 2*3*plane)
+	if in.Rows != 2 || len(in.Tensor) != 2*3*plane {
+		t.Fatalf("%d rows, %d values; want 2, %d", in.Rows, len(in.Tensor), 2*3*plane)
 	}
 	// Blue 0 → -1; red and green 255 → 1; padding 0.
 	for _, tt := range []struct {
 		plane, x int
 		want     float32
 	}{{0, 0, -1}, {1, 0, 1}, {2, 23, 1}, {2, 24, 0}, {0, 191, 0}} {
-		if got := in[tt.plane*plane+10*ClsWidth+tt.x]; math.Abs(float64(got-tt.want)) > 1e-6 {
+		if got := in.Tensor[tt.plane*plane+10*ClsWidth+tt.x]; math.Abs(float64(got-tt.want)) > 1e-6 {
 			t.Errorf("plane %d, x %d: %v; want %v", tt.plane, tt.x, got, tt.want)
 		}
 	}
-	// The long crop fills all 192 columns.
-	if got := in[3*plane+10*ClsWidth+191]; got != -1 {
+	// The long crop is squeezed into 192 columns.
+	if got := in.Tensor[3*plane+10*ClsWidth+191]; got != -1 {
 		t.Errorf("long crop's last column: %v; want -1", got)
 	}
 }
 
-func TestApplyCls(t *testing.T) {
-	box := [4]engine.Point{{X: 1, Y: 2}, {X: 30, Y: 2}, {X: 30, Y: 12}, {X: 1, Y: 12}}
-	crop := quadrants(30, 10)
-	regions := []engine.Region{{Index: 0, Box: box, Crop: crop.Crop()}, {Index: 1, Box: box, Crop: crop.Crop()}, {Index: 2, Box: box, Crop: crop.Crop()}}
-	// Sure it is upright; sure it is upside down; leaning to upside down,
-	// not surely enough.
-	probs := []float32{0.99, 0.01, 0.03, 0.97, 0.2, 0.8}
-	if err := DefaultClsOptions().ApplyCls(regions, probs); err != nil {
-		t.Fatal(err)
-	}
-	for i, want := range []bool{false, true, false} {
-		if regions[i].Rotated != want {
-			t.Errorf("region %d: Rotated %v; want %v", i, regions[i].Rotated, want)
+func TestClsWindows(t *testing.T) {
+	// A crop 960 wide at 48 high, its columns' red channel their x/4:
+	// three windows start at 0, 384 and 768.
+	m := imaging.NewRGB(960, 48)
+	for y := range 48 {
+		for x := range 960 {
+			m.Pix[3*(y*960+x)] = byte(x / 4)
 		}
 	}
-	turned := imaging.FromCrop(regions[1].Crop)
-	if pixel(turned, 0, 0) != [3]byte{0, 0, 255} || pixel(crop, 0, 0) != [3]byte{255, 0, 0} {
-		t.Errorf("turned crop starts %v (want blue), the original %v (want red, untouched)", pixel(turned, 0, 0), pixel(crop, 0, 0))
+	opts := DefaultClsOptions()
+	opts.Windows = 3
+	in, err := opts.Input([]*engine.Crop{m.Crop(), solid(50, 48, 0, 0, 0).Crop()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if want := [4]engine.Point{box[2], box[3], box[0], box[1]}; regions[1].Box != want {
-		t.Errorf("turned box %v; want %v", regions[1].Box, want)
+	if in.Rows != 4 {
+		t.Fatalf("%d rows; want 3 windows of the long crop and 1 of the short", in.Rows)
 	}
-	if regions[0].Box != box || regions[0].Crop.Pixels[0] != 255 {
-		t.Error("an upright region changed")
+	const size = 3 * ClsHeight * ClsWidth
+	for k, x0 := range []int{0, 384, 768} {
+		red := in.Tensor[k*size+2*ClsHeight*ClsWidth] // plane 2, (0, 0)
+		if want := float32(x0/4)*2/255 - 1; math.Abs(float64(red-want)) > 1e-5 {
+			t.Errorf("window %d starts with %v; want %v (column %d)", k, red, want, x0)
+		}
 	}
-	if err := DefaultClsOptions().ApplyCls(regions, probs[:4]); err == nil {
-		t.Error("4 scores for 3 regions: no error")
+	// Two windows somewhat sure it is upside down and one unsure make it
+	// surer; the short crop keeps its own scores.
+	scores, err := in.Scores([]float32{0.3, 0.7, 0.2, 0.8, 0.5, 0.5, 0.9, 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := float32(0.7 * 0.8 / (0.7*0.8 + 0.3*0.2)); math.Abs(float64(scores[1]-want)) > 1e-4 || math.Abs(float64(scores[0]+scores[1]-1)) > 1e-6 {
+		t.Errorf("long crop's scores %v; want 180° %v", scores[:2], want)
+	}
+	if scores[2] != 0.9 || scores[3] != 0.1 {
+		t.Errorf("short crop's scores %v; want its own, [0.9 0.1]", scores[2:])
+	}
+	if _, err := in.Scores(make([]float32, 6)); err == nil {
+		t.Error("6 scores for 4 rows: no error")
+	}
+}
+
+func TestClsApply(t *testing.T) {
+	box := [4]engine.Point{{X: 1, Y: 2}, {X: 30, Y: 2}, {X: 30, Y: 12}, {X: 1, Y: 12}}
+	crop := quadrants(30, 10)
+	regions := func() []engine.Region {
+		var rs []engine.Region
+		for i := range 4 {
+			rs = append(rs, engine.Region{Index: i, Box: box, Crop: crop.Crop()})
+		}
+		return rs
+	}
+	// Sure it is upright; sure it is upside down (twice); leaning to
+	// upside down, not surely enough.
+	scores := []float32{0.99, 0.01, 0.03, 0.97, 0.02, 0.98, 0.2, 0.8}
+	vote := DefaultClsOptions()
+	vote.PageVote = true
+	for _, tt := range []struct {
+		name string
+		opts ClsOptions
+		want []bool
+	}{
+		{"each alone", DefaultClsOptions(), []bool{false, true, true, false}},
+		{"page vote", vote, []bool{false, true, true, true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := regions()
+			if err := tt.opts.Apply(rs, scores); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range tt.want {
+				if rs[i].Rotated != want {
+					t.Errorf("region %d: Rotated %v; want %v", i, rs[i].Rotated, want)
+				}
+			}
+			turned := imaging.FromCrop(rs[1].Crop)
+			if pixel(turned, 0, 0) != [3]byte{0, 0, 255} || pixel(crop, 0, 0) != [3]byte{255, 0, 0} {
+				t.Errorf("turned crop starts %v (want blue), the original %v (want red, untouched)", pixel(turned, 0, 0), pixel(crop, 0, 0))
+			}
+			if want := [4]engine.Point{box[2], box[3], box[0], box[1]}; rs[1].Box != want {
+				t.Errorf("turned box %v; want %v", rs[1].Box, want)
+			}
+			if rs[0].Box != box || rs[0].Crop.Pixels[0] != 255 {
+				t.Error("an upright region changed")
+			}
+		})
+	}
+	// An upright page: the vote turns only the sure ones.
+	rs := regions()
+	if err := vote.Apply(rs, []float32{0.99, 0.01, 0.95, 0.05, 0.2, 0.8, 0.02, 0.98}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{false, false, false, true} {
+		if rs[i].Rotated != want {
+			t.Errorf("upright page, region %d: Rotated %v; want %v", i, rs[i].Rotated, want)
+		}
+	}
+	if err := DefaultClsOptions().Apply(rs, scores[:4]); err == nil {
+		t.Error("4 scores for 4 regions: no error")
 	}
 }
 
@@ -202,6 +274,9 @@ func TestDecode(t *testing.T) {
 		{"repeats merge, a blank separates", []int{a, a, blank, a, b, space, hao, hao},
 			[]float32{0.9, 0.8, 0.99, 0.7, 0.6, 0.95, 0.5, 0.9},
 			"aab 好", []float32{0.9, 0.7, 0.6, 0.95, 0.5}},
+		{"spaces at the ends trimmed", []int{space, a, space, b, space, space, blank},
+			[]float32{0.5, 0.9, 0.8, 0.7, 0.6, 0.6, 0.9},
+			"a b", []float32{0.9, 0.8, 0.7}},
 		{"blanks only", []int{blank, blank}, []float32{0.9, 0.9}, "", nil},
 		{"no steps", nil, nil, "", nil},
 	}
@@ -214,12 +289,17 @@ func TestDecode(t *testing.T) {
 			if line.Text != tt.text || !slices.Equal(line.Confidence, tt.conf) {
 				t.Errorf("%q %v; want %q %v", line.Text, line.Confidence, tt.text, tt.conf)
 			}
-			var mean float32
-			for _, c := range tt.conf {
-				mean += c / float32(len(tt.conf))
+			// The score is the mean over every character decoded, the
+			// trimmed spaces too, as PaddleOCR's.
+			var sum, n float32
+			for i, c := range tt.best {
+				if c != blank && (i == 0 || tt.best[i-1] != c) {
+					sum += tt.score[i]
+					n++
+				}
 			}
-			if math.Abs(float64(line.Score-mean)) > 1e-6 {
-				t.Errorf("score %v; want %v", line.Score, mean)
+			if want := sum / max(n, 1); math.Abs(float64(line.Score-want)) > 1e-6 {
+				t.Errorf("score %v; want %v", line.Score, want)
 			}
 		})
 	}

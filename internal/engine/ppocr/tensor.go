@@ -2,7 +2,14 @@ package ppocr
 
 // Writing images into the models' float32 input tensors.
 
-import "github.com/omnistage/omnistage/internal/imaging"
+import (
+	"fmt"
+	"math"
+
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/imaging"
+	"github.com/omnistage/omnistage/internal/imaging/cv"
+)
 
 // affine is a per-channel map of a 0-255 byte v to scale*v + shift, with
 // the channels in the order of the tensor's planes: blue, green, red.
@@ -45,4 +52,21 @@ func putPlanes(dst []float32, rows, stride int, m imaging.RGB, a affine) {
 			b[x] = float32(src[3*x+2])*a.scale[0] + a.shift[0]
 		}
 	}
+}
+
+// fitHeight writes c into dst (3×h×w planes) scaled to h pixels high and
+// ceil(h × its aspect ratio) wide, at most w, mapped by halfRange; the
+// rest of dst stays zero.
+func fitHeight(dst []float32, c *engine.Crop, h, w int) error {
+	m := imaging.FromCrop(c)
+	if m.Width <= 0 || m.Height <= 0 || len(m.Pix) != 3*m.Width*m.Height {
+		return fmt.Errorf("a %d×%d crop with %d bytes", m.Width, m.Height, len(m.Pix))
+	}
+	rw := min(int(math.Ceil(float64(h)*float64(m.Width)/float64(m.Height))), w)
+	scaled, err := cv.Resize(m, rw, h)
+	if err != nil {
+		return err
+	}
+	putPlanes(dst, h, w, scaled, halfRange)
+	return nil
 }
