@@ -43,8 +43,9 @@ var codecs = map[string]codec{
 }
 
 // Header returns what the header of the image file b says of it (its
-// format and size; Bytes is b), or an *engine.InputError when b is not an
-// image this package reads, is cut short, or passes lim.
+// format and size as stored, before any EXIF orientation; Bytes is b), or
+// an *engine.InputError when b is not an image this package reads, is cut
+// short, or passes lim.
 func Header(b []byte, lim Limits) (engine.Image, error) {
 	if lim.MaxBytes > 0 && len(b) > lim.MaxBytes {
 		return engine.Image{}, &engine.InputError{Reason: fmt.Sprintf("the image file is %s; the limit is %s", size(len(b)), size(lim.MaxBytes))}
@@ -71,7 +72,9 @@ func Header(b []byte, lim Limits) (engine.Image, error) {
 
 // Decode decodes the image file b into RGB pixels, after Header has
 // checked it against lim. Transparent pixels are laid over white, as a
-// browser shows them on a page.
+// browser shows them on a page, and a JPEG is turned or mirrored as its
+// EXIF orientation says (a phone's photo taken sideways comes out as it
+// was held).
 func Decode(b []byte, lim Limits) (RGB, error) {
 	hdr, err := Header(b, lim)
 	if err != nil {
@@ -84,7 +87,11 @@ func Decode(b []byte, lim Limits) (RGB, error) {
 	if r := img.Bounds(); r.Dx() != hdr.Width || r.Dy() != hdr.Height {
 		return RGB{}, &engine.InputError{Reason: fmt.Sprintf("bad %s: the header says %d×%d, the pixels are %d×%d", name(hdr.Format), hdr.Width, hdr.Height, r.Dx(), r.Dy())}
 	}
-	return toRGB(img, hdr.Format == WebP), nil
+	m := toRGB(img, hdr.Format == WebP)
+	if hdr.Format == JPEG {
+		m = orient(m, jpegOrientation(b))
+	}
+	return m, nil
 }
 
 // truncation are the decoders' words for data that ends early, besides

@@ -285,6 +285,7 @@ func FuzzDecode(f *testing.F) {
 		encodePNG(f, small), encodeJPEG(f, small), readTestdata(f, "testsrc.lossy.webp"),
 		readTestdata(f, "testsrc.lossless.webp"), readTestdata(f, "testsrc.alpha.webp"),
 		pngHeader(3000, 3000), pngHeader(0, 1), nil, []byte("GIF89a"),
+		withOrientation(encodeJPEG(f, small), 6, binary.BigEndian),
 	} {
 		f.Add(b)
 		if len(b) > 20 {

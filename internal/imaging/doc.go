@@ -8,6 +8,9 @@
 // what to change: "not an image", "truncated PNG", "4000×5000 = 20 Mpx; the
 // limit is 16 Mpx", "zero-sized image".
 //
+// A JPEG is turned or mirrored as its EXIF orientation says, as browsers
+// and OpenCV's imread show it.
+//
 // Decoding uses Go's image/png and image/jpeg and golang.org/x/image/webp:
 // pure Go, bounded by the header check, with nothing to install. The image
 // operations OCR needs beyond these (resizing, perspective crops, contours,
