@@ -12,7 +12,12 @@
 //     engine.Regions.
 //   - cls: each crop is scaled to 48 pixels high, at most 192 wide, padded
 //     right; a crop the classifier finds upside down (its 180° class above
-//     ClsOptions.Thresh) is turned and marked Rotated.
+//     ClsOptions.Thresh) is turned and marked Rotated. Two options go
+//     beyond PaddleOCR, off by default: the classifier may look along a
+//     whole long line in several windows (ClsOptions.Windows), and a
+//     page's lines may vote on its orientation (ClsOptions.PageVote).
+//     PageOrder then puts an upside-down page's lines in its own reading
+//     order.
 //   - rec: the crops of a batch are scaled to 48 pixels high and padded to
 //     the widest's aspect ratio (at least 320/48); the model's per-step
 //     class scores are decoded greedily (CTC: repeats merged, blanks
