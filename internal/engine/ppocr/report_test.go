@@ -44,6 +44,9 @@ func TestReport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the OCR report reads the whole test set: a minute or more")
 	}
+	if raceEnabled {
+		t.Skip("the race detector slows the Go code: the report's times would mean nothing")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	r := newReader(t)
