@@ -23,6 +23,7 @@ RUN apt-get update \
       build-essential pkg-config \
       flite1-dev libpocketsphinx-dev libsphinxbase-dev \
       libmp3lame-dev libopusenc-dev libflac-dev \
+      libopencv-imgproc-dev libpolyclipping-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -54,6 +55,7 @@ RUN apt-get update \
       libflite1 libpocketsphinx3 libsphinxbase3 \
       libasound2 libblas3 liblapack3 libgfortran5 libquadmath0 \
       libmp3lame0 libopusenc0 libopus0 libflac12 libogg0 \
+      libopencv-imgproc406 libopencv-core406 libpolyclipping22 \
       pocketsphinx-en-us \
       ffmpeg \
  && rm -rf /var/lib/apt/lists/*

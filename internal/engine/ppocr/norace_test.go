@@ -1,0 +1,5 @@
+//go:build !race
+
+package ppocr
+
+const raceEnabled = false

@@ -1,0 +1,77 @@
+package ppocr
+
+// The recognizer's input: a batch of crops at one height, padded to one
+// width.
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/omnistage/omnistage/internal/engine"
+)
+
+// The recognizer's input height and least width (PaddleOCR's
+// rec_image_shape 3,48,320).
+const (
+	RecHeight   = 48
+	RecMinWidth = 320
+)
+
+// RecOptions are the recognizer's settings.
+type RecOptions struct {
+	// DropScore is the least mean confidence of a line for it to be kept.
+	DropScore float32
+}
+
+// DefaultRecOptions are PaddleOCR's: lines under 0.5 are dropped.
+func DefaultRecOptions() RecOptions { return RecOptions{DropScore: 0.5} }
+
+// aspect is a crop's width over its height.
+func aspect(c *engine.Crop) float64 {
+	if c.Height <= 0 {
+		return 0
+	}
+	return float64(c.Width) / float64(c.Height)
+}
+
+// RecWidth returns the width of the recognizer's input for a batch of
+// crops: 48 times the widest aspect ratio among them, at least 320.
+func RecWidth(crops []*engine.Crop) int {
+	ratio := float64(RecMinWidth) / RecHeight
+	for _, c := range crops {
+		ratio = max(ratio, aspect(c))
+	}
+	return int(RecHeight * ratio)
+}
+
+// RecInput returns the recognizer's input for a batch of crops,
+// N×3×48×W with W from RecWidth: each crop scaled to 48 pixels high
+// (bilinear) and as wide as its aspect ratio makes it, rounded up, mapped
+// to [-1, 1] and padded right with zeros.
+func RecInput(crops []*engine.Crop) ([]float32, int, error) {
+	w := RecWidth(crops)
+	size := 3 * RecHeight * w
+	if int64(len(crops))*int64(size) > engine.MaxTensorElements {
+		return nil, 0, fmt.Errorf("rec: %d crops of width %d pass the tensor limit", len(crops), w)
+	}
+	t := make([]float32, len(crops)*size)
+	for i, c := range crops {
+		if err := fitHeight(t[i*size:(i+1)*size], c, RecHeight, w); err != nil {
+			return nil, 0, fmt.Errorf("rec: crop %d: %w", i, err)
+		}
+	}
+	return t, w, nil
+}
+
+// ByWidth returns the indexes of crops from the narrowest aspect ratio to
+// the widest, so that batches cut from it in order pad their crops
+// little (PaddleOCR's rec and cls batching).
+func ByWidth(crops []*engine.Crop) []int {
+	order := make([]int, len(crops))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(aspect(crops[a]), aspect(crops[b])) })
+	return order
+}
