@@ -87,6 +87,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"say", "say [--config F] [--voice V] [--speed S] [--timestamps] [-o out.wav] TEXT   synthesize offline ('-' reads stdin)", say},
+		{"ocr", "ocr [--config F] [--json] IMAGE   read the text of an image offline ('-' reads stdin)", ocr},
 		{"route", "route [--config F] [--json]   print the resolved route", route},
 		{"run", "run --stage URL [--stage URL ...] [-o out.wav] [--timestamps] TEXT   drive stage servers over /v1/run", runCoordinator},
 		{"serve", "serve [--config F] [--addr A] [--stage N] [...]   serve the HTTP API (serve -h: all flags)", serve},

@@ -6,6 +6,7 @@ package ppocr
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/omnistage/omnistage/internal/engine"
@@ -51,17 +52,41 @@ func RecWidth(crops []*engine.Crop) int {
 // to [-1, 1] and padded right with zeros.
 func RecInput(crops []*engine.Crop) ([]float32, int, error) {
 	w := RecWidth(crops)
+	t, err := RecInputWidth(crops, w)
+	return t, w, err
+}
+
+// RecBucket is the step of RecBucketWidth.
+const RecBucket = 64
+
+// RecBucketWidth returns the width of the recognizer's input for crop c on
+// its own: 48 times its aspect ratio rounded up to a multiple of
+// RecBucket, at least RecMinWidth. Crops of one bucket width stacked in a
+// batch are read exactly as each is alone (PaddleOCR pads a batch to its
+// widest crop instead, so a crop's reading depends on its batch), and a
+// crop is padded by less than RecBucket pixels.
+func RecBucketWidth(c *engine.Crop) int {
+	w := int(math.Ceil(RecHeight * aspect(c)))
+	w = (w + RecBucket - 1) / RecBucket * RecBucket
+	return max(w, RecMinWidth)
+}
+
+// RecInputWidth returns the recognizer's input for crops padded to width
+// w, N×3×48×w: each crop scaled to 48 pixels high and as wide as its
+// aspect ratio makes it (at most w), mapped to [-1, 1] and padded right
+// with zeros.
+func RecInputWidth(crops []*engine.Crop, w int) ([]float32, error) {
 	size := 3 * RecHeight * w
 	if int64(len(crops))*int64(size) > engine.MaxTensorElements {
-		return nil, 0, fmt.Errorf("rec: %d crops of width %d pass the tensor limit", len(crops), w)
+		return nil, fmt.Errorf("rec: %d crops of width %d pass the tensor limit", len(crops), w)
 	}
 	t := make([]float32, len(crops)*size)
 	for i, c := range crops {
 		if err := fitHeight(t[i*size:(i+1)*size], c, RecHeight, w); err != nil {
-			return nil, 0, fmt.Errorf("rec: crop %d: %w", i, err)
+			return nil, fmt.Errorf("rec: crop %d: %w", i, err)
 		}
 	}
-	return t, w, nil
+	return t, nil
 }
 
 // ByWidth returns the indexes of crops from the narrowest aspect ratio to

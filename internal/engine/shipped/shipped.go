@@ -1,5 +1,5 @@
 // Package shipped registers the engines a release build ships: the real
-// speech engines, and external, which runs any program speaking the stage
+// speech engines, the OCR engines, and external, which runs any program speaking the stage
 // protocol. Test engines are not among them; the placements that run a
 // stage elsewhere (packages placement/remote and placement/process) are not
 // engines.
@@ -12,6 +12,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine/enhance"
 	"github.com/omnistage/omnistage/internal/engine/external"
 	"github.com/omnistage/omnistage/internal/engine/flite"
+	"github.com/omnistage/omnistage/internal/engine/ocr"
 	"github.com/omnistage/omnistage/internal/engine/sphinx"
 )
 
@@ -22,6 +23,7 @@ func Register(r *engine.Registry, stderr io.Writer) {
 	flite.Register(r)
 	enhance.Register(r)
 	sphinx.Register(r)
+	ocr.Register(r)
 	external.Register(r, external.Config{Stderr: stderr})
 }
 

@@ -1,0 +1,199 @@
+package ocr
+
+// ppocr-rec: the text of each region.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engine/ppocr"
+	"github.com/omnistage/omnistage/internal/onnx"
+)
+
+// recOptions are ppocr-rec's deploy options.
+type recOptions struct {
+	modelOptions
+	// Keys is the model's character list (ppocr_keys_v1.txt beside it).
+	Keys      string  `json:"keys"`
+	DropScore float32 `json:"drop_score"`
+}
+
+func decodeRec(o engine.Options) (recOptions, error) {
+	v := recOptions{DropScore: ppocr.DefaultRecOptions().DropScore}
+	if err := o.Decode(&v); err != nil {
+		return v, err
+	}
+	if !(v.DropScore >= 0 && v.DropScore <= 1) {
+		return v, fmt.Errorf("drop_score %v: want 0 to 1", v.DropScore)
+	}
+	return v, nil
+}
+
+// Rec is a replica of ppocr-rec.
+type Rec struct {
+	opts  recOptions
+	dict  *ppocr.Dict
+	model *onnx.Session
+}
+
+var (
+	_ engine.Engine  = (*Rec)(nil)
+	_ engine.Batcher = (*Rec)(nil)
+)
+
+func newRec(spec engine.Spec) (engine.Engine, error) {
+	v, err := decodeRec(spec.Options)
+	if err != nil {
+		return nil, err
+	}
+	return &Rec{opts: v}, nil
+}
+
+// Warm implements engine.Engine: it reads the character list and opens
+// the model, whose classes must be the list's.
+func (r *Rec) Warm(ctx context.Context) error {
+	keys := modelPath(r.opts.Keys, KeysFile)
+	if err := checkFile(keys); err != nil {
+		return err
+	}
+	d, err := ppocr.LoadDict(keys)
+	if err != nil {
+		return err
+	}
+	m, err := openModel(modelPath(r.opts.Model, RecFile), r.opts.Options, []int64{-1, 3, ppocr.RecHeight, -1})
+	if err != nil {
+		return err
+	}
+	if out := m.Outputs()[0].Shape; len(out) != 3 || out[2] != int64(d.Classes()) {
+		_ = m.Close()
+		return fmt.Errorf("model %s outputs %v, not [N steps %d] for the %d classes of %s", m.Path(), out, d.Classes(), d.Classes(), keys)
+	}
+	r.dict, r.model = d, m
+	return nil
+}
+
+// Process implements engine.Engine: each chunk of regions in, the regions
+// read out, their crops dropped, in groups as they are read (the first
+// line alone, then groups twice as large as the one before).
+func (r *Rec) Process(ctx context.Context, job *engine.Job) error {
+	for {
+		in, err := job.In.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if in.Regions == nil {
+			return &engine.InputError{Reason: fmt.Sprintf("ppocr-rec reads regions, not %s", in.Kind())}
+		}
+		if err := r.read(ctx, in.Regions, job.Out); err != nil {
+			return err
+		}
+	}
+}
+
+// read reads the regions of rs and sends them as they are read.
+func (r *Rec) read(ctx context.Context, rs *engine.Regions, out engine.Sink) error {
+	for _, reg := range rs.Regions {
+		if err := checkCrop(reg); err != nil {
+			return err
+		}
+	}
+	if len(rs.Regions) == 0 {
+		return out.Send(ctx, engine.Chunk{Regions: &engine.Regions{Width: rs.Width, Height: rs.Height}})
+	}
+	for start, n := 0, 1; start < len(rs.Regions); start, n = start+n, 2*n {
+		group := slices.Clone(rs.Regions[start:min(start+n, len(rs.Regions))])
+		items := make([]*engine.BatchItem, len(group))
+		for i, reg := range group {
+			items[i] = &engine.BatchItem{Input: reg.Crop, Size: ppocr.RecBucketWidth(reg.Crop)}
+		}
+		if err := engine.RunBatched(ctx, r, items); err != nil {
+			return err
+		}
+		kept := group[:0]
+		for i, it := range items {
+			if it.Err != nil {
+				return it.Err
+			}
+			line := it.Output.(ppocr.Line)
+			if line.Score < r.opts.DropScore {
+				continue
+			}
+			reg := group[i]
+			reg.Text, reg.Confidence, reg.Crop = line.Text, line.Confidence, nil
+			kept = append(kept, reg)
+		}
+		if len(kept) == 0 {
+			continue
+		}
+		if err := out.Send(ctx, engine.Chunk{Regions: &engine.Regions{Width: rs.Width, Height: rs.Height, Regions: kept}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RunBatch implements engine.Batcher: a crop is one item, its output its
+// line (ppocr.Line); crops of one input width (their Size) run together.
+func (r *Rec) RunBatch(ctx context.Context, items []*engine.BatchItem) error {
+	for len(items) > 0 {
+		w := items[0].Size
+		var group, rest []*engine.BatchItem
+		for _, it := range items {
+			if it.Size == w {
+				group = append(group, it)
+			} else {
+				rest = append(rest, it)
+			}
+		}
+		if err := r.runWidth(ctx, group, w); err != nil {
+			return err
+		}
+		items = rest
+	}
+	return nil
+}
+
+// runWidth reads items whose crops are padded to width w, in one run.
+func (r *Rec) runWidth(ctx context.Context, items []*engine.BatchItem, w int) error {
+	crops := make([]*engine.Crop, len(items))
+	for i, it := range items {
+		crops[i] = it.Input.(*engine.Crop)
+	}
+	t, err := ppocr.RecInputWidth(crops, w)
+	if err != nil {
+		return err
+	}
+	probs, out, err := runModel(ctx, r.model, t, []int64{int64(len(items)), 3, ppocr.RecHeight, int64(w)})
+	if err != nil {
+		return err
+	}
+	defer onnx.Recycle([]engine.Tensor{out})
+	if len(out.Shape) != 3 || out.Shape[0] != int64(len(items)) {
+		return fmt.Errorf("model %s: output of shape %v for %d crops", r.model.Path(), out.Shape, len(items))
+	}
+	steps := int(out.Shape[1])
+	per := steps * r.dict.Classes()
+	for i, it := range items {
+		line, err := r.dict.Decode(probs[i*per:(i+1)*per], steps)
+		if err != nil {
+			return err
+		}
+		it.Output = line
+	}
+	return nil
+}
+
+// Close implements engine.Engine.
+func (r *Rec) Close() error {
+	if r.model == nil {
+		return nil
+	}
+	return r.model.Close()
+}
