@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -169,4 +171,63 @@ func TestPipelinesIsolated(t *testing.T) {
 	held.Wait()
 	var gen json.RawMessage
 	f.post("/v1/generate", map[string]any{"model": "slow", "input": "Free again."}, &gen)
+}
+
+// TestStartPartial: with StartPartial, a pipeline whose engine cannot
+// warm (a model file missing) is named by /ready, which is ready once
+// the others are; its requests are 503s saying why, and the others serve.
+func TestStartPartial(t *testing.T) {
+	reqs := orchestrator.NewRequests()
+	var orchs []*orchestrator.Orchestrator
+	for _, y := range []string{
+		strings.Replace(fmt.Sprintf(textYAML, "2s"), "name: text", "name: good", 1),
+		strings.Replace(fmt.Sprintf(textYAML, "2s"), "name: text", "name: broken", 1),
+	} {
+		cfg := testkit.Parse(t, y)
+		engines := &engine.Registry{}
+		hooks := &testengine.Hooks{Warm: func(e *testengine.Engine) error {
+			if cfg.Pipeline.Name == "broken" && e.Spec.StageID == 1 {
+				return errors.New("model file /models/b.onnx is missing")
+			}
+			return nil
+		}}
+		testengine.Register(engines, hooks, "test-a", "test-b", "test-c")
+		o, err := orchestrator.New(cfg, orchestrator.Options{Registry: engines, Requests: reqs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		orchs = append(orchs, o)
+	}
+	srv, err := New(orchs, Options{StartPartial: true, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, stop := runServer(t, srv)
+	c := &http.Client{}
+	var body string
+	testkit.Eventually(t, "/ready", func() bool {
+		var code int
+		code, body = get(t, c, url+"/ready")
+		return code == http.StatusOK
+	})
+	if !strings.Contains(body, `"unavailable":{"broken":`) || !strings.Contains(body, "model file /models/b.onnx is missing") {
+		t.Errorf("/ready = %s; want it to name the broken pipeline and why", body)
+	}
+	if code, body := get(t, c, url+"/ready?model=broken"); code != http.StatusServiceUnavailable || !strings.Contains(body, "is missing") {
+		t.Errorf("/ready?model=broken = %d %s", code, body)
+	}
+	for model, want := range map[string]int{"good": http.StatusOK, "broken": http.StatusServiceUnavailable} {
+		resp, err := c.Post(url+"/v1/generate", "application/json", strings.NewReader(`{"model": "`+model+`", "input": "hi", "output_modalities": ["text"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("model %s: %d %s; want %d", model, resp.StatusCode, b, want)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
 }

@@ -457,17 +457,30 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		}
 		check = []*served{p}
 	}
+	// A pipeline that failed to start will not become ready: the server is
+	// ready once the others are, and names it, unless it is all there is
+	// to check.
 	var why []string
+	failed := map[string]string{}
 	for _, p := range check {
-		if err := p.notReady(); err != nil {
+		if err := p.startErr.Load(); err != nil && len(check) > 1 {
+			failed[p.name] = (*err).Error()
+		} else if err := p.notReady(); err != nil {
 			why = append(why, err.Error())
 		}
 	}
-	if len(why) > 0 {
+	if len(why) > 0 || len(failed) == len(check) {
+		for _, name := range slices.Sorted(maps.Keys(failed)) {
+			why = append(why, fmt.Sprintf("pipeline %s failed to start: %s", name, failed[name]))
+		}
 		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "%s", strings.Join(why, "; ")))
 		return
 	}
-	httpbody.WriteJSON(w, http.StatusOK, apijson.Status{Status: "ready"})
+	st := apijson.Status{Status: "ready"}
+	if len(failed) > 0 {
+		st.Unavailable = failed
+	}
+	httpbody.WriteJSON(w, http.StatusOK, st)
 }
 
 // run answers POST /v1/run (package stageserver) with the pipeline that the

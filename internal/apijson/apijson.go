@@ -279,6 +279,10 @@ type AudioModel struct {
 // Status is the answer of GET /health and GET /ready when all is well.
 type Status struct {
 	Status string `json:"status"`
+	// Unavailable names, on /ready, the pipelines that failed to start
+	// (serve --start-partial), each with why: the server serves the
+	// others, and these never will be ready.
+	Unavailable map[string]string `json:"unavailable,omitempty"`
 }
 
 // Voice is the voice of a speech request: a name, sent as a string or, as

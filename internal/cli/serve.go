@@ -62,7 +62,7 @@ func parseServeFlags(env Env, args []string) (f *serveFlags, status int, ok bool
 	fs.Var(&f.configs, "config", "pipeline config file (one pipeline per YAML document), or builtin:NAME; repeat it to serve several pipelines, which requests pick by their model (default: every built-in pipeline)")
 	fs.StringVar(&f.pipeline, "pipeline", "", "with --stage: the pipeline whose stage to serve, when the configs hold several (default: tts, or the one there is)")
 	fs.StringVar(&f.defaultModel, "default-model", "", "the pipeline that requests without a model, or with OpenAI's tts-1, tts-1-hd or gpt-4o-mini-tts, get (default: tts when served, else the first)")
-	fs.BoolVar(&f.startPartial, "start-partial", false, "serve the pipelines that start when some fail to (those answer 503, and /ready names them); without it the server exits")
+	fs.BoolVar(&f.startPartial, "start-partial", false, "serve the pipelines that start when some fail to (those answer 503, and /ready names them); without it the server exits, unless it serves the built-in pipelines (no --config), some of which need ONNX Runtime and models that may not be installed")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.IntVar(&f.stage, "stage", -1, "serve only this stage's POST /v1/run: a headless stage server")
 	fs.Var(&f.payloadKeyFiles, "payload-key-file", "file holding a key that signs /v1/run payloads (AES-GMAC, keys derived by HKDF-SHA256); repeat it for a key ring: the last file's key signs, every file's key is accepted, and SIGHUP reads the files again; default: $"+keyfile.PayloadKeyEnv+", or unsigned")
@@ -125,7 +125,7 @@ func commaList(s string) []string {
 func (f *serveFlags) apiOptions() api.Options {
 	hopLimits, _ := f.hop.limits() // checked by parseServeFlags
 	return api.Options{ShutdownTimeout: f.shutdownTimeout, MaxConns: f.maxConns, CORSOrigins: f.corsOrigins, AllowedHosts: f.allowedHosts,
-		DefaultModel: f.defaultModel, StartPartial: f.startPartial, HopLimits: hopLimits}
+		DefaultModel: f.defaultModel, StartPartial: f.startPartial || len(f.configs) == 0, HopLimits: hopLimits}
 }
 
 func serve(ctx context.Context, env Env, args []string) int {
