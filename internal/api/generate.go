@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/omnistage/omnistage/internal/api/imagein"
 	"github.com/omnistage/omnistage/internal/api/requestid"
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
@@ -17,26 +18,34 @@ import (
 )
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
-	var req apijson.GenerateRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
+	req, image, err := s.readGenerate(w, r)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	p, err := s.model(req.Model, false, r.URL.Path)
+	p, err := s.model(req.Model, false)
 	var id string
 	if err == nil {
 		id, err = requestid.From(r, req.RequestID)
 	}
-	if err == nil && (req.Input == nil || req.Input.Text == "") {
-		err = httperr.BadRequest(`input is missing or empty: send "input": "text" or "input": {"text": "..."}`)
+	oreq := orchestrator.Request{Modalities: req.OutputModalities, Params: req.SamplingParams}
+	switch {
+	case err != nil:
+	case image != nil:
+		oreq.Image = image
+	case req.Input == nil || req.Input.Text == "":
+		err = httperr.BadRequest(`input is missing or empty: send "input": "text", "input": {"text": "..."}, or, to a pipeline that reads images, "input": {"image": "<base64>"} or a multipart form with the image as its file field`)
+	case int64(len(req.Input.Text)) > s.opts.MaxBody:
+		err = httperr.Errorf(http.StatusRequestEntityTooLarge, httperr.CodeBodyTooLarge, "input text of %d bytes is longer than this endpoint's limit of %d bytes for text", len(req.Input.Text), s.opts.MaxBody)
+	default:
+		oreq.Prompt = engine.Prompt{Text: req.Input.Text}
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	st, err := p.orch.Submit(r.Context(), orchestrator.Request{
-		ID: id, Prompt: engine.Prompt{Text: req.Input.Text}, Modalities: req.OutputModalities, Params: req.SamplingParams,
-	})
+	oreq.ID = id
+	st, err := p.orch.Submit(r.Context(), oreq)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -48,6 +57,35 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.generateStream(w, r, st, req.Stream)
+}
+
+// readGenerate reads a POST /v1/generate body: JSON, or a multipart form
+// with an image; the image, checked, when the request carries one.
+func (s *Server) readGenerate(w http.ResponseWriter, r *http.Request) (apijson.GenerateRequest, *engine.Image, error) {
+	var req apijson.GenerateRequest
+	if isMultipart(r) {
+		var image []byte
+		err := s.readingBody(w, func() (err error) {
+			req, image, err = readGenerateForm(r)
+			return err
+		})
+		if err != nil {
+			return req, nil, err
+		}
+		img, err := imagein.Check(image)
+		return req, img, err
+	}
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return req, nil, err
+	}
+	if req.Input == nil || req.Input.Image == "" {
+		return req, nil, nil
+	}
+	img, err := imagein.FromString("input.image", req.Input.Image)
+	if err != nil {
+		return req, nil, err
+	}
+	return req, img, nil
 }
 
 // generateWhole answers with every selected output once the request ends.

@@ -165,7 +165,7 @@ func TestGenerateStream(t *testing.T) {
 var generateRefusals = []refusal{
 	{"no input", map[string]any{}, nil, 400, "bad_request", "input is missing"},
 	{"empty input", map[string]any{"input": ""}, nil, 400, "bad_request", "input is missing"},
-	{"input number", map[string]any{"input": 5}, nil, 400, "invalid_json", "input must be a string or an object"},
+	{"input number", map[string]any{"input": 5}, nil, 400, "invalid_json", "input must be a string, an object"},
 	{"input object extra", map[string]any{"input": map[string]any{"text": "a", "lang": "en"}}, nil, 400, "invalid_json", `unknown field "lang"`},
 	{"bad stream", map[string]any{"input": "a", "stream": "yes"}, nil, 400, "invalid_json", `"ndjson" or "sse"`},
 	{"unknown modality", map[string]any{"input": "a", "output_modalities": []string{"video"}}, nil, 400, "bad_request", `unknown output modality "video"`},

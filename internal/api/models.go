@@ -47,9 +47,8 @@ func (p *served) notReady() error {
 
 // model returns the pipeline a request's model names: a pipeline's own
 // name, or one of ModelAliases for the default pipeline; no model is the
-// default too, unless required. The pipeline must take what the
-// endpoint sends (input kind text).
-func (s *Server) model(name string, required bool, endpoint string) (*served, error) {
+// default too, unless required.
+func (s *Server) model(name string, required bool) (*served, error) {
 	var p *served
 	switch {
 	case name == "" && required:
@@ -67,6 +66,16 @@ func (s *Server) model(name string, required bool, endpoint string) (*served, er
 	}
 	if err := p.startErr.Load(); err != nil {
 		return nil, p.notReady()
+	}
+	return p, nil
+}
+
+// textModel is model, for an endpoint that sends text: the pipeline must
+// take text.
+func (s *Server) textModel(name string, required bool, endpoint string) (*served, error) {
+	p, err := s.model(name, required)
+	if err != nil {
+		return nil, err
 	}
 	if in := p.cfg.Pipeline.Input; in != engine.KindText {
 		return nil, httperr.BadRequest("model %s takes %s, but %s sends text: use a pipeline whose input is text", p.name, in, endpoint)
@@ -145,5 +154,5 @@ func (s *Server) queryModel(r *http.Request) (*served, error) {
 	if name == "" {
 		return s.def, nil
 	}
-	return s.model(name, false, r.URL.Path)
+	return s.model(name, false)
 }

@@ -80,6 +80,10 @@ type Options struct {
 	Registry *prometheus.Registry
 	// MaxBody bounds request bodies other than /v1/run's, in bytes.
 	MaxBody int64
+	// MaxImageBody bounds a POST /v1/generate body, which may carry an
+	// image (its text is still bounded by MaxBody); 0 means
+	// DefaultMaxImageBody.
+	MaxImageBody int64
 	// MaxRunBody bounds one-shot (JSON) /v1/run bodies; 0 means the base64
 	// length of the codec's largest payload plus 1 MiB (about 43.7 MiB for
 	// the default 32 MiB payloads). A streamed body's frames are bounded by
@@ -171,6 +175,7 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 		opts.Registry = prometheus.NewRegistry()
 	}
 	defaults.Set(&opts.MaxBody, DefaultMaxBody)
+	defaults.Set(&opts.MaxImageBody, DefaultMaxImageBody)
 	defaults.Set(&opts.MaxConns, DefaultMaxConns)
 	defaults.Set(&opts.ShutdownTimeout, DefaultShutdownTimeout)
 	defaults.Set(&opts.ChunkWriteTimeout, DefaultChunkWriteTimeout)
@@ -270,7 +275,7 @@ func (s *Server) endpoints() []endpoint {
 		eps = append(eps,
 			endpoint{"/v1/audio/speech", route{name: routeSpeech, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.speech}, bodyTypes: jsonBody}},
 			s.speechStreamEndpoint(),
-			endpoint{"/v1/generate", route{name: routeGenerate, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.generate}, bodyTypes: jsonBody}},
+			endpoint{"/v1/generate", route{name: routeGenerate, maxBody: max(s.opts.MaxBody, s.opts.MaxImageBody), methods: methods{http.MethodPost: s.generate}, bodyTypes: generateBody}},
 		)
 	}
 	eps = append(eps,
@@ -386,6 +391,10 @@ type route struct {
 
 // jsonBody is the content type of the JSON POST endpoints.
 var jsonBody = []string{"application/json"}
+
+// generateBody are the content types of POST /v1/generate: JSON, and a
+// multipart form that carries an image.
+var generateBody = []string{"application/json", "multipart/form-data"}
 
 // route wraps rt's handlers with what every route does: the metrics label,
 // the method check, the API key check and the body limit.

@@ -64,7 +64,7 @@ type speechPlan struct {
 }
 
 func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*speechPlan, error) {
-	pl, err := s.model(req.Model, true, r.URL.Path)
+	pl, err := s.textModel(req.Model, true, r.URL.Path)
 	if err != nil {
 		return nil, err
 	}

@@ -131,7 +131,7 @@ func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
 			return nil, httperr.BadRequest("%s: this server does not clone voices; pick one of the model's voices with voice (GET /v1/audio/voices lists them)", name)
 		}
 	}
-	p, err := s.model(ev.Model, false, "/v1/audio/speech/stream")
+	p, err := s.textModel(ev.Model, false, "/v1/audio/speech/stream")
 	if err != nil {
 		return nil, err
 	}

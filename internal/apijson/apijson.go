@@ -54,26 +54,33 @@ type ErrorDetail struct {
 }
 
 // Input is the input of POST /v1/generate: in JSON either a string or a
-// prompt object {"text": "..."}. It marshals as the object.
+// prompt object {"text": "..."} or, for a pipeline that reads images,
+// {"image": "..."}: the image file's bytes in base64, or as a data: URL.
+// It marshals as the object.
 type Input struct {
-	Text string `json:"text"`
+	Text  string `json:"text,omitempty"`
+	Image string `json:"image,omitempty"`
 }
 
-// UnmarshalJSON accepts a string or a {"text": ...} object and nothing else.
+// UnmarshalJSON accepts a string or a {"text": ...} or {"image": ...}
+// object and nothing else.
 func (in *Input) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
 		return json.Unmarshal(b, &in.Text)
 	}
 	if len(b) == 0 || b[0] != '{' {
-		return errors.New(`input must be a string or an object {"text": "..."}`)
+		return errors.New(`input must be a string, an object {"text": "..."} or an object {"image": "<base64>"}`)
 	}
 	type plain Input
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var p plain
 	if err := dec.Decode(&p); err != nil {
-		return fmt.Errorf(`input object: %w (want {"text": "..."})`, err)
+		return fmt.Errorf(`input object: %w (want {"text": "..."} or {"image": "<base64>"})`, err)
+	}
+	if p.Text != "" && p.Image != "" {
+		return errors.New("input has both text and an image: send one of them")
 	}
 	*in = Input(p)
 	return nil

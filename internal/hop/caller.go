@@ -6,6 +6,7 @@ package hop
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -223,21 +224,27 @@ func (c *Caller) request(ctx context.Context, job *engine.Job) (*inputBody, stri
 	}}, ContentType
 }
 
-// entryRequest reads stage 0's input, the prompt's text, and returns its
-// JSON request.
+// entryRequest reads stage 0's input, the prompt's text or its image, and
+// returns its JSON request.
 func (c *Caller) entryRequest(ctx context.Context, job *engine.Job) (io.Reader, error) {
 	in, err := engine.RecvAll(ctx, job.In)
 	if err != nil {
 		return nil, err
 	}
+	var entry EntryInput
 	var text strings.Builder
 	for _, ch := range in {
-		if ch.Text == nil {
-			return nil, fmt.Errorf("hop: stage 0 takes text, got a %s chunk", ch.Kind())
+		switch {
+		case ch.Text != nil:
+			text.WriteString(ch.Text.Text)
+		case ch.Image != nil && len(in) == 1:
+			entry.Image = base64.StdEncoding.EncodeToString(ch.Image.Bytes)
+		default:
+			return nil, fmt.Errorf("hop: stage 0 takes text or one image, got a %s chunk", ch.Kind())
 		}
-		text.WriteString(ch.Text.Text)
 	}
-	prompt, err := json.Marshal(EntryInput{Text: text.String()})
+	entry.Text = text.String()
+	prompt, err := json.Marshal(entry)
 	if err != nil {
 		return nil, err
 	}

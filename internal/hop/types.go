@@ -66,10 +66,12 @@ type RunRequest struct {
 }
 
 // EntryInput is stage 0's stage_input: {"text": "..."}, or, as vLLM-Omni's
-// clients send it, {"prompt": "..."}.
+// clients send it, {"prompt": "..."}, or, for a pipeline that reads
+// images, {"image": "..."}: the image file in base64, or a data: URL.
 type EntryInput struct {
 	Text   string  `json:"text,omitempty"`
 	Prompt *string `json:"prompt,omitempty"`
+	Image  string  `json:"image,omitempty"`
 }
 
 // RunResponse is the JSON answer of POST /v1/run. When Finished is false,

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,10 @@ func TestRoutes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Two stages' outputs may come in either order: a stage hands
+			// its chunk downstream before it answers with it, and the
+			// aligner may answer first.
+			slices.SortStableFunc(outs, func(a, b OutputChunk) int { return a.Stage - b.Stage })
 			if got := texts(outs); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("outputs = %q, want %q", got, tc.want)
 			}

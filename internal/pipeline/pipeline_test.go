@@ -143,7 +143,7 @@ func TestBadConfigs(t *testing.T) {
 // test-batcher batches (max_batch, max_batch_delay).
 type testEngines struct{}
 
-var knownEngines = []string{"audio-enhance", "external", "flite-talker", "flite-vocoder", "sphinx-aligner", "test-*"}
+var knownEngines = []string{"audio-enhance", "external", "flite-talker", "flite-vocoder", "ppocr-cls", "ppocr-det", "ppocr-rec", "sphinx-aligner", "test-*"}
 
 func (testEngines) Lookup(name string) (engine.Driver, bool) {
 	if !slices.Contains(knownEngines, name) && !strings.HasPrefix(name, "test-") {
@@ -153,7 +153,7 @@ func (testEngines) Lookup(name string) (engine.Driver, bool) {
 	switch name {
 	case "external", "test-bounded":
 		d.DeployKeys = []string{"timeout", "warm_timeout"}
-	case "test-batcher":
+	case "test-batcher", "ppocr-cls", "ppocr-rec":
 		d.DeployKeys = []string{"max_batch", "max_batch_delay"}
 	}
 	return d, true

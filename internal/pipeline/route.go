@@ -201,6 +201,19 @@ func (s *Selection) Upstream(id int) (int, bool) {
 	return -1, false
 }
 
+// Modalities returns the modalities the selection gets from stage id's
+// output (none when it selects nothing of it; two for a stage whose
+// regions serve text too).
+func (s *Selection) Modalities(id int) []engine.Kind {
+	var ks []engine.Kind
+	for _, o := range s.Outputs {
+		if o.Stage == id {
+			ks = append(ks, o.Kind)
+		}
+	}
+	return ks
+}
+
 // Next returns the stage after id on the selection's prefix.
 func (s *Selection) Next(id int) (int, bool) {
 	for i, x := range s.Stages {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"unsafe"
 
+	"github.com/omnistage/omnistage/internal/api/imagein"
 	"github.com/omnistage/omnistage/internal/api/requestid"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/hop"
@@ -110,18 +111,13 @@ func (s *Server) parseEntry(r *http.Request, req *hop.RunRequest, in []byte) (*c
 	if in[0] != '{' {
 		return nil, httperr.BadRequest(`stage %d takes a prompt object {"text": "..."} as stage_input, not a JSON %s: opaque stage_input strings go to later stages`, hop.EntryStage, jsonKind(in[0]))
 	}
-	var prompt hop.EntryInput
-	if err := httperr.UnmarshalJSON(in, &prompt); err != nil {
-		return nil, httperr.BadRequest(`stage_input: %v; stage %d takes {"text": "..."}`, err, hop.EntryStage)
+	prompt := &hop.EntryInput{}
+	if err := httperr.UnmarshalJSON(in, prompt); err != nil {
+		return nil, httperr.BadRequest(`stage_input: %v; stage %d takes {"text": "..."} (or {"image": "<base64>"})`, err, hop.EntryStage)
 	}
-	if prompt.Prompt != nil {
-		if prompt.Text != "" {
-			return nil, httperr.BadRequest(`stage_input has both text and prompt: send one of them`)
-		}
-		prompt.Text = *prompt.Prompt
-	}
-	if prompt.Text == "" {
-		return nil, httperr.BadRequest("stage_input.text is empty: send the text to process")
+	input, err := s.entryInput(prompt)
+	if err != nil {
+		return nil, err
 	}
 	id, err := requestid.From(r, req.RequestID)
 	if err != nil {
@@ -148,7 +144,35 @@ func (s *Server) parseEntry(r *http.Request, req *hop.RunRequest, in []byte) (*c
 		From: hop.EntryStage, To: hop.EntryStage, Final: sel.Final,
 		Params: params, Prompt: engine.Prompt{Text: prompt.Text}, Outputs: outputs,
 	}
-	return &call{stage: hop.EntryStage, id: id, env: env, sel: sel, input: engine.NewSliceSource(engine.Chunk{Text: &engine.Text{Text: prompt.Text}})}, nil
+	return &call{stage: hop.EntryStage, id: id, env: env, sel: sel, input: engine.NewSliceSource(input)}, nil
+}
+
+// entryInput returns the entry stage's input chunk for its stage_input: the
+// text, or, for a pipeline that reads images, the image, checked. prompt's
+// text is set to the text (vLLM-Omni's prompt field is its other name).
+func (s *Server) entryInput(prompt *hop.EntryInput) (engine.Chunk, error) {
+	if prompt.Prompt != nil {
+		if prompt.Text != "" {
+			return engine.Chunk{}, httperr.BadRequest(`stage_input has both text and prompt: send one of them`)
+		}
+		prompt.Text = *prompt.Prompt
+	}
+	name, kind := s.cfg.Pipeline.Name, s.cfg.Pipeline.Input
+	switch {
+	case kind == engine.KindImage && prompt.Text != "":
+		return engine.Chunk{}, httperr.BadRequest(`pipeline %s reads an image: send stage_input {"image": "<base64>"}, not text`, name)
+	case kind == engine.KindImage:
+		if prompt.Image == "" {
+			return engine.Chunk{}, httperr.BadRequest(`stage_input.image is empty: pipeline %s reads an image, sent as {"image": "<base64>"}`, name)
+		}
+		img, err := imagein.FromString("stage_input.image", prompt.Image)
+		return engine.Chunk{Image: img}, err
+	case prompt.Image != "":
+		return engine.Chunk{}, httperr.BadRequest("pipeline %s takes %s, not an image", name, kind)
+	case prompt.Text == "":
+		return engine.Chunk{}, httperr.BadRequest("stage_input.text is empty: send the text to process")
+	}
+	return engine.Chunk{Text: &engine.Text{Text: prompt.Text}}, nil
 }
 
 // checkStream checks the header of a streamed call's request body, read

@@ -21,6 +21,7 @@ import (
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/httpbody"
 	"github.com/omnistage/omnistage/internal/payload"
+	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 // runOneShot runs the call and answers with one JSON object: the payload
@@ -45,30 +46,40 @@ func (s *Server) runOneShot(w http.ResponseWriter, r *http.Request, c *call) err
 	// The incoming data is the output of env.From; it travels on when the
 	// request selected it.
 	keep := c.env.From != c.stage && c.sel.Returns(c.env.From)
-	out, err := merge(append(c.env.Carry(keep), payload.StageOutput{Stage: c.stage, Kind: spec.Output, Chunks: data}))
+	out, err := merge(append(c.env.Carry(keep), payload.StageOutput{Stage: c.stage, Kind: spec.Output, Chunks: data}), c.sel)
 	if err != nil {
 		return err
 	}
 	return s.writeFinal(w, &hop.RunResponse{RequestID: c.env.RequestID, StageID: c.stage, Finished: true, Output: out})
 }
 
-// merge renders outs into one answer by modality; a later output of a
-// modality replaces an earlier one.
-func merge(outs []payload.StageOutput) (*apijson.Outputs, error) {
+// merge renders outs into one answer by modality, each output as every
+// modality sel serves with it (a stage's regions serve text too); a later
+// output of a modality replaces an earlier one.
+func merge(outs []payload.StageOutput, sel *pipeline.Selection) (*apijson.Outputs, error) {
 	var m apijson.Outputs
 	for _, o := range outs {
-		r, err := apijson.Render(o.Kind, o.Chunks)
-		if err != nil {
-			return nil, fmt.Errorf("stage %d output: %w", o.Stage, err)
+		kinds := []engine.Kind{o.Kind}
+		if served := sel.Modalities(o.Stage); len(served) > 0 {
+			kinds = served
 		}
-		if r.Audio != nil {
-			m.Audio = r.Audio
-		}
-		if r.Timestamps != nil {
-			m.Timestamps = r.Timestamps
-		}
-		if r.Text != "" {
-			m.Text = r.Text
+		for _, k := range kinds {
+			r, err := apijson.Render(k, o.Chunks)
+			if err != nil {
+				return nil, fmt.Errorf("stage %d output: %w", o.Stage, err)
+			}
+			if r.Audio != nil {
+				m.Audio = r.Audio
+			}
+			if r.Timestamps != nil {
+				m.Timestamps = r.Timestamps
+			}
+			if r.Text != "" {
+				m.Text = r.Text
+			}
+			if r.Regions != nil {
+				m.Regions = r.Regions
+			}
 		}
 	}
 	return &m, nil
