@@ -1,8 +1,8 @@
 // Package shipped registers the engines a release build ships: the real
-// speech engines, and external, which runs any program speaking the stage
-// protocol. Test engines are not among them; the placements that run a
-// stage elsewhere (packages placement/remote and placement/process) are not
-// engines.
+// speech engines, onnx, which serves an ONNX model of the user's own, and
+// external, which runs any program speaking the stage protocol. Test
+// engines are not among them; the placements that run a stage elsewhere
+// (packages placement/remote and placement/process) are not engines.
 package shipped
 
 import (
@@ -12,6 +12,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine/enhance"
 	"github.com/omnistage/omnistage/internal/engine/external"
 	"github.com/omnistage/omnistage/internal/engine/flite"
+	"github.com/omnistage/omnistage/internal/engine/onnxstage"
 	"github.com/omnistage/omnistage/internal/engine/sphinx"
 )
 
@@ -22,6 +23,7 @@ func Register(r *engine.Registry, stderr io.Writer) {
 	flite.Register(r)
 	enhance.Register(r)
 	sphinx.Register(r)
+	onnxstage.Register(r)
 	external.Register(r, external.Config{Stderr: stderr})
 }
 
