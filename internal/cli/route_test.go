@@ -119,7 +119,9 @@ func TestRouteInvalid(t *testing.T) {
 func TestRouteUnknownEngine(t *testing.T) {
 	path := writeConfig(t, strings.Replace(reorderConfig, "engine: test-post", "engine: espeak", 1))
 	out, errs, code := runCLI(t, "route", "--config", path)
-	want := path + `:6: pipeline.stages[1].engine: unknown engine "espeak" (engines: audio-enhance, external, flite-talker, flite-vocoder, ppocr-cls, ppocr-det, ppocr-rec, sphinx-aligner, test-a, `
+	reg := &engine.Registry{}
+	withTestEngines(reg)
+	want := path + `:6: pipeline.stages[1].engine: unknown engine "espeak" (engines: ` + strings.Join(reg.Names(), ", ") + ")"
 	if code != 2 || out != "" || !strings.HasPrefix(errs, want) {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want %q", code, out, errs, want)
 	}

@@ -52,6 +52,16 @@ func (s *Session) order(inputs []engine.Tensor) ([]*engine.Tensor, error) {
 	return ordered, nil
 }
 
+// Check reports what Run would refuse in t as the model's input s,
+// whatever t's name (a stage may feed an input from a tensor it names
+// otherwise): data that does not match its shape, another element type,
+// rank or size of a fixed dimension, a dimension of 0, or a NaN or
+// infinity in a float tensor. The error is an *engine.InputError naming
+// t.
+func (s Spec) Check(t *engine.Tensor) error {
+	return checkTensor(t, &s)
+}
+
 // checkTensor reports what is wrong with t as the model's input m.
 func checkTensor(t *engine.Tensor, m *Spec) error {
 	if err := t.Check(); err != nil {

@@ -2,8 +2,10 @@ package onnx
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/omnistage/omnistage/internal/engine"
@@ -70,6 +72,51 @@ func BenchmarkNonFinite(b *testing.B) {
 	for b.Loop() {
 		if nonFinite(x.Type, x.Data) != -1 {
 			b.Fatal("found a NaN")
+		}
+	}
+}
+
+// TestSpecCheck checks tensors against a spec of another name: each
+// refusal names the tensor, as a stage that renames the model's inputs
+// needs.
+func TestSpecCheck(t *testing.T) {
+	spec := Spec{Name: "x", Type: engine.Float32, Shape: []int64{Any, 2}}
+	tests := []struct {
+		t    engine.Tensor
+		want string // "" for no error
+	}{
+		{engine.Float32Tensor("image", []int64{3, 2}, make([]float32, 6)), ""},
+		{engine.Float32Tensor("image", []int64{3, 3}, make([]float32, 9)), `tensor "image": shape [3 3], the model takes [-1 2] (dimension 1 must be 2`},
+		{engine.Float32Tensor("image", []int64{1, 2}, []float32{0, float32(math.NaN())}), `tensor "image": element 1 is not a finite number`},
+		{engine.Tensor{Name: "image", Type: engine.Int64, Shape: []int64{1, 2}, Data: make([]byte, 16)}, `tensor "image": element type int64, the model takes float32`},
+	}
+	for _, tt := range tests {
+		err := spec.Check(&tt.t)
+		var ie *engine.InputError
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("Check(%v) = %v", tt.t.Shape, err)
+		case tt.want != "" && (!errors.As(err, &ie) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("Check(%v) = %v; want an *engine.InputError saying %q", tt.t.Shape, err, tt.want)
+		}
+	}
+}
+
+// TestOptionsCheck checks options without the library.
+func TestOptionsCheck(t *testing.T) {
+	tests := []struct {
+		opts Options
+		want string // "" for no error
+	}{
+		{Options{}, ""},
+		{Options{IntraOpThreads: 4, Optimization: "basic"}, ""},
+		{Options{InterOpThreads: -2}, "intra_op_threads 0, inter_op_threads -2: threads are 1 or more"},
+		{Options{Optimization: "fast"}, `graph_optimization "fast": want disable, basic, extended or all`},
+	}
+	for _, tt := range tests {
+		err := tt.opts.Check()
+		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("Check(%+v) = %v; want %q", tt.opts, err, tt.want)
 		}
 	}
 }

@@ -4,88 +4,19 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/omnistage/omnistage/internal/engine"
-	"google.golang.org/protobuf/encoding/protowire"
+	"github.com/omnistage/omnistage/internal/onnx/onnxtest"
 )
 
-// ONNX's element types (TensorProto.DataType) the test models use.
-const (
-	onnxFloat   = 1
-	onnxInt64   = 7
-	onnxFloat16 = 10
-	onnxUint32  = 12
-)
+// node and value shorten a test model's graph.
+func node(op string, in, out []string) onnxtest.Node { return onnxtest.Node{Op: op, In: in, Out: out} }
 
-// value is a graph input or output of a test model: a name, an ONNX
-// element type and dimensions, a string for a symbolic one.
-type value struct {
-	name string
-	elem int
-	dims []any
-}
-
-// node is one operator of a test model.
-type node struct {
-	op      string
-	in, out []string
-}
-
-// writeModel writes an ONNX model (opset 13) of the nodes, with the inputs
-// and outputs, to a file in dir and returns its path.
-func writeModel(t *testing.T, nodes []node, inputs, outputs []value) string {
-	t.Helper()
-	msg := func(field protowire.Number, body []byte) []byte {
-		b := protowire.AppendTag(nil, field, protowire.BytesType)
-		return protowire.AppendBytes(b, body)
-	}
-	str := func(field protowire.Number, s string) []byte { return msg(field, []byte(s)) }
-	varint := func(field protowire.Number, v uint64) []byte {
-		return protowire.AppendVarint(protowire.AppendTag(nil, field, protowire.VarintType), v)
-	}
-	valueInfo := func(v value) []byte {
-		var shape []byte
-		for _, d := range v.dims {
-			switch d := d.(type) {
-			case int:
-				shape = append(shape, msg(1, varint(1, uint64(d)))...)
-			case string:
-				shape = append(shape, msg(1, str(2, d))...)
-			}
-		}
-		tensor := append(varint(1, uint64(v.elem)), msg(2, shape)...)
-		return append(str(1, v.name), msg(2, msg(1, tensor))...)
-	}
-	var graph []byte
-	for _, n := range nodes {
-		var b []byte
-		for _, in := range n.in {
-			b = append(b, str(1, in)...)
-		}
-		for _, out := range n.out {
-			b = append(b, str(2, out)...)
-		}
-		graph = append(graph, msg(1, append(b, str(4, n.op)...))...)
-	}
-	graph = append(graph, str(2, "test")...)
-	for _, v := range inputs {
-		graph = append(graph, msg(11, valueInfo(v))...)
-	}
-	for _, v := range outputs {
-		graph = append(graph, msg(12, valueInfo(v))...)
-	}
-	model := append(varint(1, 8), msg(8, varint(2, 13))...)
-	model = append(model, msg(7, graph)...)
-	path := filepath.Join(t.TempDir(), "test.onnx")
-	if err := os.WriteFile(path, model, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+func value(name string, elem onnxtest.Elem, dims ...any) onnxtest.Value {
+	return onnxtest.Value{Name: name, Elem: elem, Dims: dims}
 }
 
 func int64s(t *testing.T, x engine.Tensor) []int64 {
@@ -105,8 +36,8 @@ func int64s(t *testing.T, x engine.Tensor) []int64 {
 // shapes, each right.
 func TestOutputsSizedByValues(t *testing.T) {
 	model(t, clsModel) // skips without the library
-	path := writeModel(t, []node{{"NonZero", []string{"x"}, []string{"y"}}},
-		[]value{{"x", onnxFloat, []any{"n"}}}, []value{{"y", onnxInt64, []any{1, "nnz"}}})
+	path := onnxtest.WriteModel(t, []onnxtest.Node{node("NonZero", []string{"x"}, []string{"y"})},
+		[]onnxtest.Value{value("x", onnxtest.Float, "n")}, []onnxtest.Value{value("y", onnxtest.Int64, 1, "nnz")})
 	s, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -143,8 +74,8 @@ func TestOutputsSizedByValues(t *testing.T) {
 // TestInputsByName runs a model of two inputs given in either order.
 func TestInputsByName(t *testing.T) {
 	model(t, clsModel)
-	path := writeModel(t, []node{{"Sub", []string{"a", "b"}, []string{"d"}}},
-		[]value{{"a", onnxFloat, []any{2}}, {"b", onnxFloat, []any{2}}}, []value{{"d", onnxFloat, []any{2}}})
+	path := onnxtest.WriteModel(t, []onnxtest.Node{node("Sub", []string{"a", "b"}, []string{"d"})},
+		[]onnxtest.Value{value("a", onnxtest.Float, 2), value("b", onnxtest.Float, 2)}, []onnxtest.Value{value("d", onnxtest.Float, 2)})
 	s, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -174,20 +105,20 @@ func TestOpenUncarried(t *testing.T) {
 	model(t, clsModel)
 	tests := []struct {
 		name            string
-		nodes           []node
-		inputs, outputs []value
+		nodes           []onnxtest.Node
+		inputs, outputs []onnxtest.Value
 		want            string
 	}{
-		{"uint32 input", []node{{"Identity", []string{"x"}, []string{"y"}}},
-			[]value{{"x", onnxUint32, []any{2}}}, []value{{"y", onnxUint32, []any{2}}},
+		{"uint32 input", []onnxtest.Node{node("Identity", []string{"x"}, []string{"y"})},
+			[]onnxtest.Value{value("x", onnxtest.Uint32, 2)}, []onnxtest.Value{value("y", onnxtest.Uint32, 2)},
 			`input "x" has elements of type ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32, which this backend does not carry`},
-		{"float16 output", []node{{"Identity", []string{"x"}, []string{"y"}}},
-			[]value{{"x", onnxFloat16, []any{2}}}, []value{{"y", onnxFloat16, []any{2}}},
+		{"float16 output", []onnxtest.Node{node("Identity", []string{"x"}, []string{"y"})},
+			[]onnxtest.Value{value("x", onnxtest.Float16, 2)}, []onnxtest.Value{value("y", onnxtest.Float16, 2)},
 			`output "y" has elements of type ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, which this backend does not carry`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeModel(t, tt.nodes, tt.inputs, tt.outputs)
+			path := onnxtest.WriteModel(t, tt.nodes, tt.inputs, tt.outputs)
 			s, err := Open(path, Options{})
 			if err == nil {
 				s.Close()

@@ -45,20 +45,34 @@ var optimizationLevels = map[string]ort.GraphOptimizationLevel{
 	"all":      ort.GraphOptimizationLevelEnableAll,
 }
 
+// Check reports what is wrong with o (a negative thread count, an
+// unknown optimization level) without loading the library, for a stage's
+// configuration check.
+func (o Options) Check() error {
+	if o.IntraOpThreads < 0 || o.InterOpThreads < 0 {
+		return fmt.Errorf("intra_op_threads %d, inter_op_threads %d: threads are 1 or more (0: the default, 1)", o.IntraOpThreads, o.InterOpThreads)
+	}
+	if _, ok := optimizationLevels[o.optimization()]; !ok {
+		return fmt.Errorf("graph_optimization %q: want disable, basic, extended or all", o.Optimization)
+	}
+	return nil
+}
+
+// optimization returns the name of the optimization level ("all" unset).
+func (o Options) optimization() string {
+	if o.Optimization == "" {
+		return "all"
+	}
+	return o.Optimization
+}
+
 // sessionOptions checks o and returns ONNX Runtime's options for it; the
 // caller destroys them.
 func (o Options) sessionOptions() (*ort.SessionOptions, error) {
-	if o.IntraOpThreads < 0 || o.InterOpThreads < 0 {
-		return nil, fmt.Errorf("intra_op_threads %d, inter_op_threads %d: threads are 1 or more (0: the default, 1)", o.IntraOpThreads, o.InterOpThreads)
+	if err := o.Check(); err != nil {
+		return nil, err
 	}
-	name := o.Optimization
-	if name == "" {
-		name = "all"
-	}
-	level, ok := optimizationLevels[name]
-	if !ok {
-		return nil, fmt.Errorf("graph_optimization %q: want disable, basic, extended or all", o.Optimization)
-	}
+	level := optimizationLevels[o.optimization()]
 	so, err := ort.NewSessionOptions()
 	if err != nil {
 		return nil, err

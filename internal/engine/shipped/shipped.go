@@ -1,8 +1,9 @@
 // Package shipped registers the engines a release build ships: the real
-// speech engines, the OCR engines, and external, which runs any program speaking the stage
+// speech engines, the OCR engines, onnx, which serves an ONNX model of the
+// user's own, and external, which runs any program speaking the stage
 // protocol. Test engines are not among them; the placements that run a
-// stage elsewhere (packages placement/remote and placement/process) are not
-// engines.
+// stage elsewhere (packages placement/remote and placement/process) are
+// not engines.
 package shipped
 
 import (
@@ -13,6 +14,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine/external"
 	"github.com/omnistage/omnistage/internal/engine/flite"
 	"github.com/omnistage/omnistage/internal/engine/ocr"
+	"github.com/omnistage/omnistage/internal/engine/onnxstage"
 	"github.com/omnistage/omnistage/internal/engine/sphinx"
 )
 
@@ -24,6 +26,7 @@ func Register(r *engine.Registry, stderr io.Writer) {
 	enhance.Register(r)
 	sphinx.Register(r)
 	ocr.Register(r)
+	onnxstage.Register(r)
 	external.Register(r, external.Config{Stderr: stderr})
 }
 
