@@ -4,8 +4,10 @@
 //
 // A Queue forms a batch once it holds Max items, or once its oldest item
 // has waited Delay, whichever comes first; a lone request never waits
-// longer than Delay for others to join it (beyond the batch that runs
-// meanwhile). A batch takes the most urgent item first (its request's
+// longer than Delay for others to join it, and with Delay 0 not at all: a
+// batch then holds what queued while the batches before it ran. Up to
+// Workers batches run at once (an engine whose one call uses one core
+// would otherwise leave the others idle under load). A batch takes the most urgent item first (its request's
 // playback deadline, engine.Due: first audio still comes first), then
 // the items whose sizes are closest to it (so that a batch of text lines
 // of different widths pads little), the earlier due first among equals.
@@ -13,8 +15,8 @@
 // results come back in its order. The batch runs in a turn on the CPU of
 // its most urgent item's request: one unit of work to the scheduler.
 //
-// One goroutine runs a Queue's batches while it holds items, and ends
-// when it is empty: a Queue needs no closing.
+// Its Workers goroutines run a Queue's batches while it holds items, and
+// end when it is empty: a Queue needs no closing.
 package batch
 
 import (
@@ -33,6 +35,8 @@ type Options struct {
 	Max int
 	// Delay is the longest the oldest item waits for a batch to fill.
 	Delay time.Duration
+	// Workers is the most batches that run at once (at least 1).
+	Workers int
 	// Observe, when set, hears of each batch: its size, and how long its
 	// oldest item waited for it to begin. It must not block.
 	Observe func(size int, wait time.Duration)
@@ -45,8 +49,9 @@ type Queue struct {
 
 	mu      sync.Mutex
 	waiting []*pending
-	running bool          // the runner goroutine is on
-	arrived chan struct{} // wakes the runner while it waits for a batch to fill
+	runners int           // runner goroutines on
+	idle    int           // runners waiting for a batch to fill
+	arrived chan struct{} // wakes a runner waiting for a batch to fill
 	seq     uint64
 }
 
@@ -70,7 +75,7 @@ var _ engine.BatchRunner = (*Queue)(nil)
 
 // New returns the Queue of b.
 func New(b engine.Batcher, opts Options) *Queue {
-	opts.Max = max(opts.Max, 1)
+	opts.Max, opts.Workers = max(opts.Max, 1), max(opts.Workers, 1)
 	return &Queue{b: b, opts: opts, arrived: make(chan struct{}, 1)}
 }
 
@@ -93,14 +98,15 @@ func (q *Queue) Run(ctx context.Context, items []*engine.BatchItem) error {
 		q.seq++
 		q.waiting = append(q.waiting, &pending{item: it, call: c, due: due, arrived: now, seq: q.seq})
 	}
-	if !q.running {
-		q.running = true
-		go q.run()
-	} else {
+	switch {
+	case q.idle > 0:
 		select {
 		case q.arrived <- struct{}{}:
 		default:
 		}
+	case q.runners < q.opts.Workers:
+		q.runners++
+		go q.run()
 	}
 	q.mu.Unlock()
 	select {
@@ -144,7 +150,7 @@ func (q *Queue) next() ([]*pending, time.Duration) {
 	q.mu.Lock()
 	for {
 		if len(q.waiting) == 0 {
-			q.running = false
+			q.runners--
 			q.mu.Unlock()
 			return nil, 0
 		}
@@ -160,6 +166,7 @@ func (q *Queue) next() ([]*pending, time.Duration) {
 			q.mu.Unlock()
 			return batch, time.Since(oldest)
 		}
+		q.idle++
 		q.mu.Unlock()
 		t := time.NewTimer(left)
 		select {
@@ -168,6 +175,7 @@ func (q *Queue) next() ([]*pending, time.Duration) {
 		}
 		t.Stop()
 		q.mu.Lock()
+		q.idle--
 	}
 }
 

@@ -273,3 +273,35 @@ func TestRunBatchedAlone(t *testing.T) {
 		t.Errorf("through a queue: %v, %v", err, its[1].Output)
 	}
 }
+
+// TestWorkers: up to Workers batches run at once, each of what queued
+// when it began (no Delay: a lone item never waits).
+func TestWorkers(t *testing.T) {
+	f := &fakeBatcher{gate: make(chan struct{}), started: make(chan struct{}, 8)}
+	q := New(f, Options{Max: 4, Workers: 2})
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = q.Run(context.Background(), items(0, 1)) })
+	<-f.started // the first runs alone, at once
+	wg.Go(func() { _ = q.Run(context.Background(), items(0, 2)) })
+	<-f.started // and a second beside it, while the first holds
+	wg.Go(func() { _ = q.Run(context.Background(), items(0, 3, 4)) })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		q.mu.Lock()
+		n := len(q.waiting)
+		q.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the third call's items never waited")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(f.gate)
+	wg.Wait()
+	want := [][]int{{1}, {2}, {3, 4}}
+	if got := f.seen(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("batches %v, want %v", got, want)
+	}
+}

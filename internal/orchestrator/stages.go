@@ -5,6 +5,7 @@ package orchestrator
 
 import (
 	"fmt"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -188,7 +189,9 @@ func (o *Orchestrator) Stats() Stats {
 // (engine.Batcher), nothing for one that does not (a replica elsewhere,
 // whose own server batches).
 func batches(b pipeline.Batch, size, wait prometheus.Observer) func(engine.Engine) engine.BatchRunner {
-	opts := batch.Options{Max: b.Max, Delay: b.Delay, Observe: func(n int, w time.Duration) {
+	// Batches run on as many cores as calls do unbatched: a call of one
+	// intra-op thread uses one, and the turns share them.
+	opts := batch.Options{Max: b.Max, Delay: b.Delay, Workers: runtime.GOMAXPROCS(0), Observe: func(n int, w time.Duration) {
 		size.Observe(float64(n))
 		wait.Observe(w.Seconds())
 	}}

@@ -130,7 +130,7 @@ type Batch struct {
 	// Max is the most items in one call (max_batch).
 	Max int
 	// Delay is the longest an item waits for a batch to fill
-	// (max_batch_delay).
+	// (max_batch_delay); 0: not at all.
 	Delay time.Duration
 }
 
@@ -179,9 +179,11 @@ const (
 	DefaultStageMaxQueue    = 64
 	DefaultStageMaxInflight = 2
 	// DefaultMaxBatch and DefaultMaxBatchDelay are a batching stage's
-	// (see Batch).
+	// (see Batch): no wait, so that a lone request never waits for
+	// company, and a batch holds what queued while the calls before it
+	// ran (on a CPU, a compute-bound model gains nothing by waiting).
 	DefaultMaxBatch      = 8
-	DefaultMaxBatchDelay = 2 * time.Millisecond
+	DefaultMaxBatchDelay = 0
 
 	DefaultWarmTimeout     = 2 * time.Minute
 	DefaultHealthInterval  = 2 * time.Second

@@ -236,6 +236,23 @@ func (d *decoder) duration(dst *time.Duration) func(*yaml.Node, string) {
 	}
 }
 
+// durationOrZero is duration, where 0 (or "0s") means no time at all.
+func (d *decoder) durationOrZero(dst *time.Duration) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		var s string
+		d.str(&s)(n, path)
+		if s == "" {
+			return
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil || v < 0 {
+			d.errs.add(n.Line, path, "must be a duration of 0 or more such as \"2ms\", got %q", s)
+			return
+		}
+		*dst = v
+	}
+}
+
 func (d *decoder) sequence(n *yaml.Node, path string, each func(n *yaml.Node, path string)) {
 	if n.Kind != yaml.SequenceNode {
 		d.errs.add(n.Line, path, "must be a list, got %s", describe(n))
@@ -409,7 +426,7 @@ func (d *decoder) deploy(n *yaml.Node, path string, dp *Deploy) {
 					field{"start_timeout", d.duration(&s.Worker.StartTimeout)},
 					field{"stop_timeout", d.duration(&s.Worker.StopTimeout)},
 					field{"max_batch", d.intTo(&s.Batch.Max)},
-					field{"max_batch_delay", d.duration(&s.Batch.Delay)},
+					field{"max_batch_delay", d.durationOrZero(&s.Batch.Delay)},
 				)
 				s.seen = seen
 				if n.Kind == yaml.MappingNode && !seen["id"] {
