@@ -104,6 +104,7 @@ func (s *Server) generateWhole(w http.ResponseWriter, r *http.Request, st *orche
 		}
 		resp.Outputs = append(resp.Outputs, apijson.GenerateOutput{Stage: o.Stage, Modality: string(o.Kind), Finished: o.Final, Outputs: rendered})
 	}
+	resp.Notes = notesOf(st)
 	httpbody.WriteJSON(w, http.StatusOK, resp)
 }
 
@@ -130,7 +131,7 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 			if !started {
 				startEvents(w, ev.sse)
 			}
-			if err := ev.send(apijson.Event{Type: apijson.EventDone, RequestID: st.ID(), Stages: stageTimings(st)}); err != nil {
+			if err := ev.send(apijson.Event{Type: apijson.EventDone, RequestID: st.ID(), Stages: stageTimings(st), Notes: notesOf(st)}); err != nil {
 				s.streamFailed(r, err)
 			}
 			return
@@ -166,6 +167,15 @@ func (s *Server) generateStream(w http.ResponseWriter, r *http.Request, st *orch
 			return
 		}
 	}
+}
+
+// notesOf renders the notes of the ended request st.
+func notesOf(st *orchestrator.Stream) []apijson.Note {
+	var out []apijson.Note
+	for _, n := range st.Notes() {
+		out = append(out, apijson.Note(n))
+	}
+	return out
 }
 
 // stageTimings renders the timeline of the ended request st.

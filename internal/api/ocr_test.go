@@ -172,3 +172,80 @@ func TestOCRRun(t *testing.T) {
 	resp, body := f.do(context.Background(), http.MethodPost, "/v1/run", map[string]any{"stage_id": 0, "stage_input": map[string]any{"text": "hi"}})
 	wantError(t, resp, body, http.StatusBadRequest, "bad_request", "pipeline ocr reads an image")
 }
+
+// TestReadAloud: the read-aloud pipeline speaks an image's text with word
+// timestamps whose offsets point into the recognized text, each inside
+// one region's span; streamed, its first audio comes before the image's
+// last line is read; text it cannot speak is skipped with a note.
+func TestReadAloud(t *testing.T) {
+	f := realFixture(t, "builtin:read-aloud", "")
+	s := samples(t)[1] // three lines
+	b64 := base64.StdEncoding.EncodeToString(s.PNG)
+	var got apijson.GenerateResponse
+	f.post("/v1/generate", map[string]any{"input": map[string]any{"image": b64}, "output_modalities": []string{"text", "regions", "audio", "timestamps"}}, &got)
+	outs := map[string]apijson.Outputs{}
+	for _, o := range got.Outputs {
+		outs[o.Modality] = o.Outputs
+	}
+	text, regions, words := outs["text"].Text, outs["regions"].Regions, outs["timestamps"].Timestamps
+	if a := outs["audio"].Audio; a == nil || a.DurationMs < 3000 || ocrtest.CER(s.Text, text) > 0.05 {
+		t.Fatalf("text %q (want %q), audio %+v", text, s.Text, a)
+	}
+	runes := []rune(text)
+	for _, w := range words {
+		if w.CharEnd > len(runes) || string(runes[w.CharStart:w.CharEnd]) != w.Word {
+			t.Errorf("word %+v is not text[%d:%d]", w, w.CharStart, w.CharEnd)
+		}
+		in := 0
+		for _, r := range regions {
+			if w.CharStart >= r.CharStart && w.CharEnd <= r.CharEnd {
+				in++
+			}
+		}
+		if in != 1 {
+			t.Errorf("word %q lies in %d regions' spans", w.Word, in)
+		}
+	}
+	if len(words) < 15 {
+		t.Errorf("%d words timed for %q", len(words), text)
+	}
+
+	// Streamed, a page of six sentences: audio before the last lines are
+	// read.
+	page, err := ocrtest.Document("The train leaves at nine.", "Bring a warm coat.", "The museum opens at ten.",
+		"Lunch is at noon.", "We walk back by the river.", "Dinner is at seven.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body := f.do(context.Background(), http.MethodPost, "/v1/generate", map[string]any{"input": map[string]any{"image": base64.StdEncoding.EncodeToString(page.PNG)},
+		"output_modalities": []string{"regions", "audio"}, "stream": "ndjson"})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("streamed: %d %s", resp.StatusCode, body)
+	}
+	firstAudio, lastRegions := -1, -1
+	for i, ev := range readEvents(t, body, false) {
+		switch ev.Modality {
+		case "audio":
+			if firstAudio < 0 {
+				firstAudio = i
+			}
+		case "regions":
+			lastRegions = i
+		}
+	}
+	if firstAudio < 0 || firstAudio > lastRegions {
+		t.Errorf("first audio event %d, last regions event %d: want audio before the last line is read", firstAudio, lastRegions)
+	}
+
+	// Chinese: read, not spoken, and said so.
+	var zh []ocrtest.Sample
+	zh, err = ocrtest.Set(ocrtest.SetOptions{Seed: 7, Chinese: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = apijson.GenerateResponse{}
+	f.post("/v1/generate", map[string]any{"input": map[string]any{"image": base64.StdEncoding.EncodeToString(zh[0].PNG)}, "output_modalities": []string{"text", "audio"}}, &got)
+	if len(got.Notes) == 0 || !strings.Contains(got.Notes[0].Message, "is not spoken") || got.Outputs[0].Text == "" {
+		t.Errorf("Chinese image: %+v", got)
+	}
+}

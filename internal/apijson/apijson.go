@@ -139,6 +139,15 @@ type GenerateRequest struct {
 type GenerateResponse struct {
 	RequestID string           `json:"request_id"`
 	Outputs   []GenerateOutput `json:"outputs"`
+	// Notes are what the stages said of the answer that is not an error
+	// (text a talker had nothing to speak of).
+	Notes []Note `json:"notes,omitempty"`
+}
+
+// Note is one stage's note of a request.
+type Note struct {
+	Stage   int    `json:"stage"`
+	Message string `json:"message"`
 }
 
 // GenerateOutput is one selected output. Finished is true for the final
@@ -171,8 +180,10 @@ type Event struct {
 	Modality  string       `json:"modality,omitempty"`
 	Final     bool         `json:"final,omitempty"`
 	Error     *ErrorDetail `json:"error,omitempty"`
-	// Stages is each stage's timeline, on the done event.
+	// Stages is each stage's timeline, and Notes the stages' notes, on
+	// the done event.
 	Stages []StageTiming `json:"stages,omitzero"`
+	Notes  []Note        `json:"notes,omitempty"`
 	Outputs
 }
 

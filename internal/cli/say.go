@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/audio/encode"
 	"github.com/omnistage/omnistage/internal/captions"
 	"github.com/omnistage/omnistage/internal/engine"
@@ -53,6 +54,7 @@ type sayCommand struct {
 	logLevel      slog.Level
 	voice         string  // --voice: a voice or alias of the pipeline's ("": the talker's own)
 	speed         float64 // --speed (0: the talker's own)
+	image         bool    // --image: the request reads an image aloud
 }
 
 // sayUsage reports a usage error of say.
@@ -64,8 +66,9 @@ func sayUsage(env Env, err error) int {
 // parseSay parses and checks say's flags and loads the pipeline. When ok
 // is false the command ends with status.
 func parseSay(env Env, args []string) (c *sayCommand, status int, ok bool) {
-	fs := newFlags(env, "say", "say [--config F] [--voice V] [--speed S] [--timestamps] [--captions F] [-o out.wav] [--format F] TEXT   (TEXT '-' reads stdin)")
-	config := fs.String("config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline)")
+	fs := newFlags(env, "say", "say [--config F] [--voice V] [--speed S] [--timestamps] [--captions F] [-o out.wav] [--format F] (TEXT | --image IMAGE)   (TEXT '-' reads stdin)")
+	config := fs.String("config", "", "pipeline config file, or builtin:NAME (default: the built-in tts pipeline; with --image, read-aloud)")
+	image := fs.String("image", "", "read this image's text aloud (PNG, JPEG or WebP; '-' reads stdin) instead of TEXT, with a pipeline whose input is an image")
 	c = &sayCommand{logLevel: slog.LevelWarn}
 	fs.StringVar(&c.voice, "voice", "", "voice of the talker stage, or an alias of one (GET /v1/audio/voices lists them: slt, rms, awb, OpenAI's names)")
 	fs.Float64Var(&c.speed, "speed", 0, fmt.Sprintf("speaking rate, %g to %g (1 is normal)", talker.MinSpeed, talker.MaxSpeed))
@@ -81,8 +84,21 @@ func parseSay(env Env, args []string) (c *sayCommand, status int, ok bool) {
 	if *verbose {
 		c.logLevel = slog.LevelDebug
 	}
-	text, err := sayText(pos, env.Stdin)
-	if err != nil {
+	var text string
+	var img *engine.Image
+	var err error
+	if *image != "" {
+		if len(pos) > 0 {
+			return nil, sayUsage(env, errors.New("give TEXT or --image, not both")), false
+		}
+		if *config == "" {
+			*config = "builtin:read-aloud"
+		}
+		if img, err = readImage(*image, env.Stdin); err != nil {
+			return nil, sayUsage(env, err), false
+		}
+		c.image = true
+	} else if text, err = sayText(pos, env.Stdin); err != nil {
 		return nil, sayUsage(env, err), false
 	}
 	if c.outPath == "-" && c.stamps {
@@ -101,9 +117,13 @@ func parseSay(env Env, args []string) (c *sayCommand, status int, ok bool) {
 		printConfigError(env.Stderr, err)
 		return nil, ExitUsage, false
 	}
-	c.req = orchestrator.Request{Prompt: engine.Prompt{Text: text}, Modalities: []string{string(engine.KindAudio)}}
+	c.req = orchestrator.Request{Prompt: engine.Prompt{Text: text}, Image: img, Modalities: []string{string(engine.KindAudio)}}
 	if c.stamps || c.captionFormat != "" {
 		c.req.Modalities = append(c.req.Modalities, string(engine.KindTimestamps))
+		if c.image {
+			// Word offsets point into the text read in the image.
+			c.req.Modalities = append(c.req.Modalities, string(engine.KindText))
+		}
 	}
 	if c.speed != 0 && !talker.SpeedOK(c.speed) {
 		return nil, sayUsage(env, fmt.Errorf("--speed %g is out of range: use %g to %g", c.speed, talker.MinSpeed, talker.MaxSpeed)), false
@@ -146,13 +166,21 @@ func (c *sayCommand) run(ctx context.Context, env Env) int {
 		}
 		return ExitFailure
 	}
+	if result.audio == nil {
+		// An image with no text the voices can speak: silence, said.
+		for _, n := range result.notes {
+			fmt.Fprintf(env.Stderr, "note: stage %d: %s\n", n.Stage, n.Message)
+		}
+		fmt.Fprintln(env.Stderr, "omnistage say: the image has no text to speak; nothing written")
+		return ExitOK
+	}
 	if err := writeAudio(env, c.outPath, c.audioFormat, result.audio); err != nil {
 		fmt.Fprintf(env.Stderr, "omnistage say: %v\n", err)
 		return ExitFailure
 	}
 	result.words = delayWords(result.words, encode.Lead(c.audioFormat, result.audio.SampleRate, encode.Options{}))
 	if c.captionFormat != "" {
-		if err := c.writeCaptions(result.words); err != nil {
+		if err := c.writeCaptions(result); err != nil {
 			fmt.Fprintf(env.Stderr, "omnistage say: captions: %v\n", err)
 			return ExitFailure
 		}
@@ -161,6 +189,9 @@ func (c *sayCommand) run(ctx context.Context, env Env) int {
 	if c.outPath != "-" {
 		fmt.Fprintf(env.Stderr, "wrote %s: %.2f s of %d Hz audio in %.2f s\n", c.outPath, seconds, result.audio.SampleRate, time.Since(start).Seconds())
 	}
+	for _, n := range result.notes {
+		fmt.Fprintf(env.Stderr, "note: stage %d: %s\n", n.Stage, n.Message)
+	}
 	if c.stamps {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
@@ -168,7 +199,14 @@ func (c *sayCommand) run(ctx context.Context, env Env) int {
 		if words == nil {
 			words = []engine.Word{}
 		}
-		if err := enc.Encode(words); err != nil {
+		var v any = words
+		if c.image {
+			v = struct {
+				Text  string        `json:"text"`
+				Words []engine.Word `json:"words"`
+			}{result.text, words}
+		}
+		if err := enc.Encode(v); err != nil {
 			return ExitFailure
 		}
 	}
@@ -190,9 +228,14 @@ func (c *sayCommand) talkerParams(o *orchestrator.Orchestrator) ([]json.RawMessa
 }
 
 // writeCaptions writes the captions of the spoken text.
-func (c *sayCommand) writeCaptions(words []engine.Word) error {
+func (c *sayCommand) writeCaptions(result *sayResult) error {
+	words := result.words
 	var b bytes.Buffer
-	if err := captions.Write(&b, c.captionFormat, captions.Cues(c.req.Prompt.Text, words)); err != nil {
+	text := c.req.Prompt.Text
+	if c.image {
+		text = result.text
+	}
+	if err := captions.Write(&b, c.captionFormat, captions.Cues(text, words)); err != nil {
 		return err
 	}
 	return os.WriteFile(c.captionsPath, b.Bytes(), 0o644)
@@ -235,6 +278,8 @@ func sayText(pos []string, stdin io.Reader) (string, error) {
 type sayResult struct {
 	audio *engine.Audio
 	words []engine.Word
+	text  string // the text read in an image (--image), which words point into
+	notes []orchestrator.Note
 }
 
 // synthesize runs one request and gathers its audio and word timestamps.
@@ -257,9 +302,16 @@ func synthesize(ctx context.Context, o *orchestrator.Orchestrator, req orchestra
 			}
 		case engine.KindTimestamps:
 			res.words = engine.JoinWords(out.Chunks)
+		case engine.KindText:
+			r, err := apijson.Render(out.Kind, out.Chunks)
+			if err != nil {
+				return nil, fmt.Errorf("stage %d: %w", out.Stage, err)
+			}
+			res.text = r.Text
 		}
 	}
-	if res.audio == nil {
+	res.notes = s.Notes()
+	if res.audio == nil && req.Image == nil {
 		return nil, errors.New("the pipeline produced no audio")
 	}
 	return res, nil

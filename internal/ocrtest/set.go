@@ -120,9 +120,8 @@ func sample(subset string, i int, f *Font, rng *rand.Rand) (Sample, error) {
 	if subset == Rotated {
 		img = imaging.Rotate180(img)
 	}
-	var b bytes.Buffer
-	enc := png.Encoder{CompressionLevel: png.BestSpeed}
-	if err := enc.Encode(&b, toRGBA(img)); err != nil {
+	b, err := encodePNG(img)
+	if err != nil {
 		return Sample{}, err
 	}
 	paper := "plain"
@@ -131,7 +130,7 @@ func sample(subset string, i int, f *Font, rng *rand.Rand) (Sample, error) {
 	}
 	return Sample{
 		Name:   fmt.Sprintf("%s-%02d-%s-%gpx-%s-%s", subset, i, strings.ToLower(strings.ReplaceAll(f.Name, " ", "-")), size, paper, effect),
-		Subset: subset, Text: strings.Join(lines, "\n"), Image: img, PNG: b.Bytes(),
+		Subset: subset, Text: strings.Join(lines, "\n"), Image: img, PNG: b,
 	}, nil
 }
 
@@ -160,4 +159,32 @@ func text(subset string, i int, f *Font, size float64, rng *rand.Rand) ([]string
 	}
 	para := englishParagraphs[rng.IntN(len(englishParagraphs))]
 	return Wrap(para, f, size, int(size*(22+8*rng.Float64())))
+}
+
+// Document is a clean page of lines, black on white in DejaVu Sans at 28
+// pixels: a test's image of known text.
+func Document(lines ...string) (Sample, error) {
+	all, err := Fonts()
+	if err != nil {
+		return Sample{}, err
+	}
+	p := Page{Lines: lines, Font: all[0], Size: 28, Ink: inks[0], Paper: papers[0], Margin: 24, Leading: 1.5}
+	img, err := p.Render(rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		return Sample{}, err
+	}
+	b, err := encodePNG(img)
+	if err != nil {
+		return Sample{}, err
+	}
+	return Sample{Name: "document", Subset: English, Text: strings.Join(lines, "\n"), Image: img, PNG: b}, nil
+}
+
+func encodePNG(img imaging.RGB) ([]byte, error) {
+	var b bytes.Buffer
+	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	if err := enc.Encode(&b, toRGBA(img)); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }

@@ -67,11 +67,11 @@ func (rq *request) rebind(b *binding, err error) bool {
 	return rq.prepare(b, b.job.Upstream) == nil
 }
 
-// processCtx returns the ctx b's engine runs under: rq.ctx, holding b's
-// replica's batch runner when its stage batches, and b's stage span when
-// tracing.
+// processCtx returns the ctx b's engine runs under: rq.ctx, holding the
+// stage's noter, b's replica's batch runner when its stage batches, and
+// b's stage span when tracing.
 func (rq *request) processCtx(b *binding) context.Context {
-	ctx := rq.ctx
+	ctx := engine.WithNoter(rq.ctx, stageNoter{rq: rq, stage: b.job.StageID})
 	if b.replica.Batches != nil {
 		ctx = engine.WithBatches(ctx, b.replica.Batches)
 	}

@@ -130,6 +130,8 @@ type request struct {
 	// length in nanoseconds.
 	firstAudio, audioOut atomic.Int64
 
+	notes notes // what its stages note (engine.Note)
+
 	abortedAt atomic.Int64  // unix nanos of the first abort, for the drain-time metric
 	done      chan struct{} // closed when the request has fully ended
 	err       error         // the outcome; written before done closes

@@ -51,8 +51,8 @@ func checkTalker(spec engine.Spec) error {
 	if err != nil {
 		return err
 	}
-	if spec.Input != engine.KindText {
-		return fmt.Errorf("voice %q: talker input must be %q, not %q", v.name, engine.KindText, spec.Input)
+	if spec.Input != engine.KindText && spec.Input != engine.KindRegions {
+		return fmt.Errorf("voice %q: talker input must be %q (or %q: the text read in an image), not %q", v.name, engine.KindText, engine.KindRegions, spec.Input)
 	}
 	if spec.Output != v.kind {
 		return fmt.Errorf("voice %q outputs %q, but the stage declares output %q", v.name, v.kind, spec.Output)
@@ -142,6 +142,7 @@ func (t *Talker) Process(ctx context.Context, job *engine.Job) error {
 		return fmt.Errorf("flite-talker: %w", err)
 	}
 	sp := &speaker{t: t, req: req, out: job.Out, text: pending{voice: req.voice}}
+	var read *regionsReader // the text of an image, when the input is its regions
 	for {
 		c, err := job.In.Recv(ctx)
 		if errors.Is(err, io.EOF) {
@@ -150,21 +151,59 @@ func (t *Talker) Process(ctx context.Context, job *engine.Job) error {
 		if err != nil {
 			return err
 		}
-		if c.Text == nil {
-			return fmt.Errorf("flite-talker: %w", &engine.InputError{Reason: fmt.Sprintf("talker input must be text, got %q", c.Kind())})
+		switch {
+		case c.Text != nil && read == nil:
+			sp.text.add(c.Text.Text)
+		case c.Regions != nil:
+			if read == nil {
+				read = &regionsReader{}
+			}
+			sp.text.add(read.add(ctx, c.Regions.Regions))
+		default:
+			return fmt.Errorf("flite-talker: %w", &engine.InputError{Reason: fmt.Sprintf("talker input must be text or regions, got %q", c.Kind())})
 		}
-		sp.text.add(c.Text.Text)
 		if err := sp.speak(ctx, false); err != nil {
 			return err
 		}
 	}
-	if err := sp.speak(ctx, true); err != nil {
+	if err := sp.speak(ctx, true); err != nil && !(read != nil && (errors.Is(err, errNoSpeakable) || errors.Is(err, errTextEmpty))) {
 		return err
 	}
-	if sp.sent == 0 {
+	switch {
+	case sp.sent > 0:
+	case read != nil:
+		// An image whose text has nothing to speak (or no text at all)
+		// is read aloud as silence, not refused.
+		if read.n > 0 {
+			engine.Note(ctx, "nothing of the image's text could be spoken: the voices speak English, and read Latin letters and digits")
+		}
+	default:
 		return fmt.Errorf("flite-talker: %w", &engine.InputError{Reason: "text has nothing to speak"})
 	}
 	return nil
+}
+
+// regionsReader turns an image's text regions, as they come, into the
+// text the talker speaks (engine.RegionsText: each region's text on a line
+// of its own, so that offsets into it are those the API gives each
+// region), and notes the regions it has nothing of to speak.
+type regionsReader struct {
+	text engine.RegionsText
+	n    int // regions with text
+}
+
+// add returns the text that rs add.
+func (r *regionsReader) add(ctx context.Context, rs []engine.Region) string {
+	for _, reg := range rs {
+		if reg.Text == "" {
+			continue
+		}
+		r.n++
+		if _, err := cleanTextMap(reg.Text); err != nil {
+			engine.Note(ctx, fmt.Sprintf("region %d (%q) is not spoken: the voices speak English, and read Latin letters and digits", reg.Index, reg.Text))
+		}
+	}
+	return r.text.Add(rs)
 }
 
 // speaker speaks the sentences of one talker job as they complete.

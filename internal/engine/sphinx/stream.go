@@ -163,6 +163,13 @@ func (al *alignment) end(ctx context.Context) error {
 	al.endHead()
 	pcm, _, err := al.in.finish()
 	if err != nil {
+		if al.spoken != nil && len(al.words) == 0 && al.in.n == 0 {
+			// No audio, and no text known but the spans it would have
+			// carried: a talker that had nothing of its text to speak
+			// (an image read aloud without words) said so, and its
+			// request has no words to time.
+			return nil
+		}
 		return err
 	}
 	if al.spoken != nil && len(al.words) == 0 {
