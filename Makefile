@@ -46,12 +46,14 @@ bench: test-deps
 
 # fuzz runs each fuzz target for a minute: config decoding and route
 # resolution, payload decoding, payload stream frames, the payload base64
-# against the standard library's, /v1/run JSON bodies, and the JSON bodies
-# of /v1/audio/speech, /v1/generate and /v1/audio/captions.
+# against the standard library's, the stage protocol's fast header reader
+# against encoding/json, /v1/run JSON bodies, and the JSON bodies of
+# /v1/audio/speech, /v1/generate and /v1/audio/captions.
 fuzz: test-deps
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/pipeline
 	$(GO) test -run '^$$' -fuzz 'FuzzDecode$$' -fuzztime 60s ./internal/payload
 	$(GO) test -run '^$$' -fuzz FuzzBase64 -fuzztime 60s ./internal/payload
+	$(GO) test -run '^$$' -fuzz FuzzDecodeFlat -fuzztime 60s ./internal/stageproto
 	$(GO) test -run '^$$' -fuzz FuzzStream -fuzztime 60s ./internal/payload
 	$(GO) test -run '^$$' -fuzz FuzzReadRun -fuzztime 60s ./internal/stageserver
 	$(GO) test -run '^$$' -fuzz FuzzRequestBodies -fuzztime 60s ./internal/api

@@ -102,7 +102,7 @@ func TestDocProtocolVersion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range regexp.MustCompile(`(?m)^PROTOCOL_VERSION = (\d+)$`).FindAllStringSubmatch(string(src), -1) {
+		for _, m := range regexp.MustCompile(`(?m)^PROTOCOL_VERSION = (\d+)\b`).FindAllStringSubmatch(string(src), -1) {
 			defs = append(defs, m[1])
 		}
 	}

@@ -46,7 +46,11 @@ func (r *Reader) Read(h *Header) ([]byte, error) {
 		return nil, err
 	}
 	*h = Header{}
-	if err := json.Unmarshal(line, h); err != nil {
+	if !decodeFlat(line, h) {
+		*h = Header{}
+		err = json.Unmarshal(line, h)
+	}
+	if err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			return nil, protocolErrorf("header %q: field %s is a JSON %s, not what the protocol gives it", short(line), te.Field, te.Value)
@@ -115,6 +119,9 @@ func NewWriter(w io.Writer) *Writer {
 // Write writes the message whose header JSON encodes v, followed by data;
 // v must not set data_length, which Write adds when data is not empty.
 func (w *Writer) Write(v any, data []byte) error {
+	if b, ok := appendFlat(make([]byte, 0, 96), v); ok {
+		return w.WriteRaw(b, data)
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("stage protocol: %w", err)

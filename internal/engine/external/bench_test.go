@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -112,7 +113,7 @@ func benchEngine(tb testing.TB, opts engine.Options) *Engine {
 }
 
 // goPeer returns the options of a replica whose program is this test
-// binary's echo stage, in Go (stageproto.Serve).
+// binary's echo stage, in Go (stageprog.Serve).
 func goPeer(testing.TB) engine.Options {
 	return engine.Options{"command": []any{os.Args[0], "-test.run=^$"}, "env": map[string]any{testStageEnv: "echo"}}
 }
@@ -150,24 +151,83 @@ func median(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
+// quantile returns the q-quantile of d.
+func quantile(d []time.Duration, q float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[int(q*float64(len(s)-1))]
+}
+
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// pipeTrips times n round trips of size bytes through a child process
+// that copies its standard input to its standard output: what any program
+// of a stage costs, without the protocol.
+func pipeTrips(tb testing.TB, size, n int) []time.Duration {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = []string{testStageEnv + "=bytes"}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	defer func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	}()
+	buf := make([]byte, size)
+	d := make([]time.Duration, n)
+	for i := range d {
+		t0 := time.Now()
+		if _, err := stdin.Write(buf); err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := io.ReadFull(stdout, buf); err != nil {
+			tb.Fatal(err)
+		}
+		d[i] = time.Since(t0)
+	}
+	return d
+}
 
 // BenchmarkChunk is the round trip of 100 ms of 16 kHz audio (3 200
 // bytes) through an echo stage, one chunk in flight: in process, through
 // a Go program and through a Python one (the SDK). added-µs is the
-// median's excess over the in-process echo's.
+// median's excess over the in-process echo's; x-pipe its ratio to the
+// median round trip of as many bytes through a child process that copies
+// them, without the protocol ("pipe": the floor of any program, measured
+// in the same run).
 func BenchmarkChunk(b *testing.B) {
 	c := audio(16000, make([]int16, 1600)...)
+	const wire = 3200 + 70 // the data and an input or output header
 	base := median(roundTrips(b, echoEngine{}, c, 10000))
+	floor := median(pipeTrips(b, wire, 2000))
 	for _, peer := range []struct {
 		name string
 		new  func(testing.TB) engine.Engine
 	}{
 		{"inproc", func(testing.TB) engine.Engine { return echoEngine{} }},
+		{"pipe", nil},
 		{"go", func(tb testing.TB) engine.Engine { return benchEngine(tb, goPeer(tb)) }},
 		{"python", func(tb testing.TB) engine.Engine { return benchEngine(tb, pythonOptions(tb, "echo.py")) }},
 	} {
 		b.Run(peer.name, func(b *testing.B) {
+			if peer.new == nil {
+				b.ReportAllocs()
+				b.ResetTimer()
+				d := pipeTrips(b, wire, b.N)
+				b.StopTimer()
+				b.ReportMetric(micros(median(d)), "median-µs")
+				b.ReportMetric(float64(median(d))/float64(floor), "x-pipe")
+				return
+			}
 			e := peer.new(b)
 			roundTrips(b, e, c, 200) // the program's first chunks: caches, code paths
 			b.ReportAllocs()
@@ -177,6 +237,7 @@ func BenchmarkChunk(b *testing.B) {
 			m := median(d)
 			b.ReportMetric(micros(m), "median-µs")
 			b.ReportMetric(micros(m-base), "added-µs")
+			b.ReportMetric(float64(m)/float64(floor), "x-pipe")
 		})
 	}
 }
@@ -211,5 +272,61 @@ func BenchmarkThroughput(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// firstOutputs times n jobs of e, each from its start to its first output
+// (one chunk in, echoed), then to its end.
+func firstOutputs(tb testing.TB, e engine.Engine, c engine.Chunk, n int) (first, whole []time.Duration) {
+	tb.Helper()
+	first, whole = make([]time.Duration, n), make([]time.Duration, n)
+	for i := range n {
+		in, out := make(chanSource, 1), make(chanSink)
+		done := make(chan error, 1)
+		t0 := time.Now()
+		go func() {
+			done <- e.Process(context.Background(), &engine.Job{RequestID: "bench", StageID: 1, In: in, Out: out})
+		}()
+		in <- c
+		select {
+		case <-out:
+		case err := <-done:
+			tb.Fatalf("job %d ended before its output: %v", i, err)
+		}
+		first[i] = time.Since(t0)
+		close(in)
+		if err := <-done; err != nil {
+			tb.Fatal(err)
+		}
+		whole[i] = time.Since(t0)
+	}
+	return first, whole
+}
+
+// BenchmarkJob is a job of one chunk (100 ms of 16 kHz audio) through an
+// echo stage, one job at a time: what a request costs beyond its chunks.
+// first-µs is the median time from the job's start to its output, end-µs
+// to its end.
+func BenchmarkJob(b *testing.B) {
+	c := audio(16000, make([]int16, 1600)...)
+	for _, peer := range []struct {
+		name string
+		new  func(testing.TB) engine.Engine
+	}{
+		{"inproc", func(testing.TB) engine.Engine { return echoEngine{} }},
+		{"go", func(tb testing.TB) engine.Engine { return benchEngine(tb, goPeer(tb)) }},
+		{"python", func(tb testing.TB) engine.Engine { return benchEngine(tb, pythonOptions(tb, "echo.py")) }},
+	} {
+		b.Run(peer.name, func(b *testing.B) {
+			e := peer.new(b)
+			firstOutputs(b, e, c, 20)
+			b.ReportAllocs()
+			b.ResetTimer()
+			first, whole := firstOutputs(b, e, c, b.N)
+			b.StopTimer()
+			b.ReportMetric(micros(median(first)), "first-µs")
+			b.ReportMetric(micros(median(whole)), "end-µs")
+			b.ReportMetric(micros(quantile(first, 0.9)), "first-p90-µs")
+		})
 	}
 }

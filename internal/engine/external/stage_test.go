@@ -31,6 +31,12 @@ func runTestStage(mode string) int {
 	case "silent":
 		time.Sleep(time.Hour)
 		return 0
+	case "bytes":
+		// No protocol: what comes in goes out (BenchmarkChunk's floor).
+		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
+			return 1
+		}
+		return 0
 	case "text":
 		hello.Input = "text"
 	case "refuse":
@@ -42,7 +48,7 @@ func runTestStage(mode string) int {
 		}()
 	}
 	fmt.Fprintln(os.Stderr, "test stage", mode, "starting")
-	err := stageprog.Serve(context.Background(), os.Stdin, w, hello, &testStage{mode: mode})
+	err := stageprog.Serve(context.Background(), stageprog.Stdin(), w, hello, &testStage{mode: mode})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test stage:", err)
 		return 1
@@ -122,7 +128,7 @@ func (s *testStage) Process(ctx context.Context, job *engine.Job) error {
 			return &engine.InputError{Reason: fmt.Sprintf("want 16000 Hz, got %d", c.Audio.SampleRate)}
 		}
 		out := c
-		if c.Audio != nil {
+		if c.Audio != nil && gain != 1 { // at gain 1, an echo: the chunk as it came
 			a := *c.Audio
 			a.Samples = make([]int16, len(c.Audio.Samples))
 			for i, v := range c.Audio.Samples {

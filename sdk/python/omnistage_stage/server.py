@@ -1,6 +1,8 @@
 """The program's side of a connection: run takes the process's standard
 input and output, says hello, then reads the runtime's messages on one
-thread and runs each job on a thread of its own."""
+thread and runs the jobs on threads of their own, up to max_jobs at once
+(a thread, once started, runs one job after another: starting one costs
+more than a request should)."""
 
 import inspect
 import os
@@ -8,6 +10,7 @@ import sys
 import threading
 import time
 import traceback
+from queue import SimpleQueue
 
 from .chunks import dumps
 from .errors import ParamError, ProtocolError
@@ -24,6 +27,13 @@ SHUTDOWN_GRACE = 5.0
 # protocol (a malformed message).
 EXIT_PROTOCOL = 2
 
+# SWITCH_INTERVAL is how long a thread may hold the GIL while another waits
+# for it (sys.setswitchinterval; CPython's default is 5 ms). The reader
+# thread, taking in a burst of input, would otherwise keep a job that has
+# its first chunk from sending it for up to that long, and a job busy in
+# Python code would keep the reader from the runtime's messages.
+SWITCH_INTERVAL = 0.0005
+
 
 def run(stage):
     """Serves stage over standard input and output until the runtime asks
@@ -36,6 +46,7 @@ def run(stage):
     a library writing to descriptor 1) cannot break it, and standard
     input reads /dev/null."""
     msg = hello(stage)
+    sys.setswitchinterval(SWITCH_INTERVAL)
     in_fd, out_fd = _take_stdio()
     with open(in_fd, "rb", buffering=1 << 16) as rfile:
         code = Server(stage, msg, rfile, out_fd).serve()
@@ -82,7 +93,10 @@ class Server:
         self.ready = False  # warm succeeded: close is due at the end
         self.lock = threading.Lock()
         self.jobs = {}  # job number -> Job, until it has ended; under lock
-        self.threads = {}  # job number -> its thread, until it has written the end; under lock
+        self.open = set()  # the job numbers whose end is not yet written; under lock
+        self.queue = SimpleQueue()  # the jobs to run, for the workers; None stops one
+        self.workers = []  # the job threads, at most max_jobs; under lock
+        self.idle = 0  # workers waiting for a job no one has been queued for; under lock
 
     def serve(self):
         """Serves until shutdown or the end of input, and returns the exit
@@ -181,16 +195,35 @@ class Server:
         if type(jid) is not int:
             raise ProtocolError("a job message with job %r; want the job's number" % (jid,))
         j = Job(self.w, h, self.stage.window, self.stage.input, self.stage.output)
-        t = threading.Thread(target=self.run_job, args=(j,), name="omnistage-job-%d" % jid, daemon=True)
         with self.lock:
-            if jid in self.jobs or jid in self.threads:
+            if jid in self.open:
                 raise ProtocolError("job %d started while it runs" % jid)
             self.jobs[jid] = j
-            self.threads[jid] = t
-        t.start()
+            self.open.add(jid)
+            spawn = self.idle == 0 and len(self.workers) < self.stage.max_jobs
+            if not spawn and self.idle > 0:
+                self.idle -= 1  # that worker's: it takes this job
+            if spawn:
+                t = threading.Thread(target=self.work, name="omnistage-job-%d" % jid, daemon=True)
+                self.workers.append(t)
+        self.queue.put(j)
+        if spawn:
+            t.start()
+
+    def work(self):
+        """Runs jobs, one after another, until it gets None."""
+        me = threading.current_thread()
+        while True:
+            j = self.queue.get()
+            if j is None:
+                return
+            me.name = "omnistage-job-%d" % j.id
+            self.run_job(j)
+            with self.lock:
+                self.idle += 1
 
     def run_job(self, j):
-        """Runs j (on its own thread) and sends how it ended."""
+        """Runs j and sends how it ended."""
         err = None
         try:
             if not isinstance(j.params, dict):
@@ -211,7 +244,7 @@ class Server:
             pass  # the runtime is gone; the reader sees the end of its input
         finally:
             with self.lock:
-                del self.threads[j.id]
+                self.open.discard(j.id)
 
     def stop_jobs(self):
         """Stops the running jobs, as a cancel does, and waits for them to
@@ -219,9 +252,11 @@ class Server:
         did."""
         with self.lock:
             jobs = list(self.jobs.values())
-            threads = list(self.threads.values())
+            threads = list(self.workers)
         for j in jobs:
             j._on_shutdown()
+        for _ in threads:
+            self.queue.put(None)
         deadline = time.monotonic() + SHUTDOWN_GRACE
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))

@@ -10,7 +10,8 @@ class Stage:
     takes and makes), write process, and pass an instance to run.
 
     Its life: warm once, before the first job; process once per job, on
-    a thread of the job's own; close once, when the stage stops.
+    a job thread (up to max_jobs of them at once); close once, when the
+    stage stops.
 
     Class attributes, all but input and output optional:
 

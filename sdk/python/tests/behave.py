@@ -11,7 +11,8 @@ echoes its input, except that
 - refuse: refuses to warm;
 - config: warm takes the config; its audio comes out at config["rate"];
 - pair: a job waits (up to 10 s) until another job runs at the same time;
-- slow: sleeps 20 ms after each chunk it sends.
+- slow: sleeps 20 ms after each chunk it sends;
+- threads: says on standard error which thread runs each job.
 
 Whatever the mode, close says so on standard error.
 """
@@ -50,6 +51,8 @@ class Behave(st.Stage):
     def process(self, job):
         if MODE == "pair":
             self.pair.wait(timeout=10)
+        if MODE == "threads":
+            print("job %d on thread %d" % (job.id, threading.get_ident()), file=sys.stderr, flush=True)
         for n, chunk in enumerate(job.input()):
             if MODE == "stall" and n == 1:
                 break

@@ -246,6 +246,16 @@ class TestBehave(Case):
         res = collect(self.rt, [1, 2])
         self.assertEqual([res[j][2]["type"] for j in (1, 2)], ["done", "done"])
 
+    def test_job_threads_are_reused(self):
+        # One job after another runs on the one thread started for the first.
+        self.start_with("threads")
+        for j in (1, 2, 3):
+            _, end = self.run_job(j, [[j]])
+            self.assertEqual(end["type"], "done")
+            self.rt.wait_stderr("job %d on thread" % j)
+        threads = set(re.findall(r"job \d on thread (\d+)", self.rt.stderr()))
+        self.assertEqual(len(threads), 1, self.rt.stderr())
+
     def test_input_beyond_credit(self):
         # The job takes no input while it waits for a pair: the 9th chunk
         # is past the window of 8.
