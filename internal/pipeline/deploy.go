@@ -8,8 +8,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/omnistage/omnistage/internal/defaults"
 	"github.com/omnistage/omnistage/internal/engine"
 )
 
@@ -272,15 +272,15 @@ func validatePlacementKeys(s *DeployStage, path string, errs *errList) {
 	}
 	switch s.Placement {
 	case PlacementProcess:
-		defaultTo(&s.Worker.StartTimeout, DefaultStartTimeout)
-		defaultTo(&s.Worker.StopTimeout, DefaultStopTimeout)
+		defaults.Set(&s.Worker.StartTimeout, DefaultStartTimeout)
+		defaults.Set(&s.Worker.StopTimeout, DefaultStopTimeout)
 	case PlacementRemote:
-		defaultTo(&s.Link.ResolveInterval, DefaultResolveInterval)
+		defaults.Set(&s.Link.ResolveInterval, DefaultResolveInterval)
 	default:
 		return
 	}
-	defaultTo(&s.Link.WarmTimeout, DefaultWarmTimeout)
-	defaultTo(&s.Link.HealthInterval, DefaultHealthInterval)
+	defaults.Set(&s.Link.WarmTimeout, DefaultWarmTimeout)
+	defaults.Set(&s.Link.HealthInterval, DefaultHealthInterval)
 	switch {
 	case !s.seen["health_failures"]:
 		s.Link.HealthFailures = DefaultHealthFailures
@@ -289,11 +289,5 @@ func validatePlacementKeys(s *DeployStage, path string, errs *errList) {
 	}
 	if s.seen["api_key_file"] && s.Link.APIKeyFile == "" {
 		errs.add(s.line, path+".api_key_file", "empty: name the file that holds the stage servers' API key")
-	}
-}
-
-func defaultTo(d *time.Duration, def time.Duration) {
-	if *d == 0 {
-		*d = def
 	}
 }
