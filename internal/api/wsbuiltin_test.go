@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
@@ -161,4 +162,51 @@ func liveTimestamps(t *testing.T, model string) *wsClient {
 		}
 	}
 	return c
+}
+
+// TestSpeechStreamSentenceEnds: a sentence whose end is certain (?, !, :
+// or a blank line) is spoken as soon as its end arrives, without a next
+// word or input.done; one that ends in a full stop once the client has
+// been quiet for sentence_quiet_ms (never with 0). Each is the audio of
+// the sentence posted whole.
+func TestSpeechStreamSentenceEnds(t *testing.T) {
+	f := realFixture(t, "builtin:tts", "")
+	for _, tc := range []struct {
+		text  string
+		quiet int // sentence_quiet_ms; -1: the default
+	}{
+		{"Is it raining? ", 0},
+		{"Stop now! ", 0},
+		{"Note: ", 0},
+		{"Hello there.\n\n", 0},
+		{"Hello there. ", 50},
+		{"Hello there.", -1},
+	} {
+		c := dialWS(t, f.url, nil)
+		cfg := []any{"model", "tts", "response_format", "pcm"}
+		if tc.quiet >= 0 {
+			cfg = append(cfg, "sentence_quiet_ms", tc.quiet)
+		}
+		c.event(evConfig, cfg...)
+		c.event(evText, "text", tc.text)
+		var audio []byte
+		for _, m := range c.until(evAudioDone) {
+			audio = append(audio, m.audio...)
+		}
+		if want := wholePCM(t, f, strings.TrimSpace(tc.text)); !bytes.Equal(audio, want) {
+			t.Errorf("%q: %d bytes of audio before input.done; the sentence posted whole: %d", tc.text, len(audio), len(want))
+		}
+		c.event(evDone)
+		c.until(evSessionDone)
+	}
+
+	// With no quiet time, a full stop waits for the next word.
+	c := dialWS(t, f.url, nil)
+	c.event(evConfig, "model", "tts", "response_format", "pcm", "sentence_quiet_ms", 0)
+	c.event(evText, "text", "Dr. ")
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	if _, _, err := c.conn.Read(ctx); err == nil {
+		t.Error(`"Dr. " was spoken before its next word`)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/audio/encode"
@@ -63,6 +64,10 @@ type wsConfigEvent struct {
 	Speed          *float64      `json:"speed"`
 	WordTimestamps bool          `json:"word_timestamps"`
 	StreamAudio    bool          `json:"stream_audio"`
+	// SentenceQuietMs is how long the client may fall quiet after a full
+	// stop before its sentence is spoken though no next word came (0:
+	// never; the next word decides).
+	SentenceQuietMs *int `json:"sentence_quiet_ms"`
 
 	// Taken and ignored: sentences are always spoken one by one as they
 	// complete, and the talker's voice has no language, task or seed to
@@ -104,7 +109,13 @@ type wsConfig struct {
 	stream     bool // stream_audio: a sentence's audio as it is made
 	timestamps bool
 	params     []json.RawMessage
+	// quiet is how long text that ends in a full stop waits for more
+	// before its sentence is spoken anyway (sentence_quiet_ms); 0: never.
+	quiet time.Duration
 }
+
+// MaxSentenceQuiet bounds sentence_quiet_ms.
+const MaxSentenceQuiet = 10 * time.Second
 
 // eventType returns the type of the event msg, a JSON object.
 func eventType(msg []byte) (string, error) {
@@ -138,7 +149,13 @@ func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
 	if !p.cfg.Route.Produces(engine.KindAudio) {
 		return nil, httperr.BadRequest("model %s makes no audio: pick a model that speaks", p.name)
 	}
-	c := &wsConfig{pipeline: p, format: strings.ToLower(ev.ResponseFormat), stream: ev.StreamAudio, timestamps: ev.WordTimestamps}
+	c := &wsConfig{pipeline: p, format: strings.ToLower(ev.ResponseFormat), stream: ev.StreamAudio, timestamps: ev.WordTimestamps, quiet: engine.DefaultSentenceQuiet}
+	if q := ev.SentenceQuietMs; q != nil {
+		if *q < 0 || time.Duration(*q)*time.Millisecond > MaxSentenceQuiet {
+			return nil, httperr.BadRequest("sentence_quiet_ms %d is outside 0..%d (0: a full stop waits for the next word)", *q, MaxSentenceQuiet.Milliseconds())
+		}
+		c.quiet = time.Duration(*q) * time.Millisecond
+	}
 	if c.format == "" {
 		c.format = wsDefaultFormat
 	}

@@ -39,6 +39,9 @@ type wsSession struct {
 	msgs     chan wsMessage
 	readErr  chan error
 	relayEnd chan relayResult
+	// quiet fires when the open utterance's text has ended in a full stop
+	// for its configuration's quiet time, with no more text.
+	quiet *time.Timer
 }
 
 // wsMessage is one message of the client.
@@ -111,6 +114,9 @@ func (ss *wsSession) read(ctx context.Context) {
 func (ss *wsSession) loop() wsEnd {
 	idle := time.NewTimer(ss.limits.Idle)
 	defer idle.Stop()
+	ss.quiet = time.NewTimer(time.Hour)
+	ss.quiet.Stop()
+	defer ss.quiet.Stop()
 	life := time.NewTimer(ss.limits.MaxLength)
 	defer life.Stop()
 	stopping := ss.s.sessions.Stopping().Done()
@@ -144,6 +150,10 @@ func (ss *wsSession) loop() wsEnd {
 			return ss.fatal(httperr.Errorf(http.StatusRequestTimeout, httperr.CodeSessionTimeout,
 				"the session reached its length limit of %s: open a new one", ss.limits.MaxLength),
 				websocket.StatusPolicyViolation, "session length limit")
+		case <-ss.quiet.C:
+			if u := ss.open; u != nil && u.text.endsInStop() {
+				u.text.brkSentence()
+			}
 		case <-stopping:
 			return ss.fatal(httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "server is shutting down"),
 				websocket.StatusGoingAway, "server shutting down")
@@ -289,6 +299,10 @@ func (ss *wsSession) text(text string) (wsEnd, bool) {
 		u = ss.begin()
 	}
 	u.text.add(text)
+	ss.quiet.Stop()
+	if u.cfg.quiet > 0 && u.text.endsInStop() {
+		ss.quiet.Reset(u.cfg.quiet)
+	}
 	ss.startNext()
 	return ss.sent()
 }

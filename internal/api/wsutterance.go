@@ -94,7 +94,12 @@ type textQueue struct {
 	pending string
 	taken   int           // bytes Recv has given the talker
 	done    bool          // no more text comes
+	brk     bool          // the text so far ends a sentence: Recv says so (engine.Text.Break)
 	ready   chan struct{} // signalled when pending grows or done is set
+	// stop is whether the text so far ends in a full stop (closing quotes
+	// and brackets aside), which only the next word, or a quiet time,
+	// settles as a sentence's end.
+	stop bool
 	// cursor speeds up slice for spans that only move forward: the code
 	// point and byte offsets of a place in all.
 	cpAt, byteAt int
@@ -110,6 +115,24 @@ var _ engine.Source = (*textQueue)(nil)
 func (q *textQueue) add(s string) {
 	q.mu.Lock()
 	q.pending += s
+	if stop, known := engine.EndsInStop(s); known {
+		q.stop = stop
+	}
+	q.mu.Unlock()
+	q.signal()
+}
+
+// endsInStop reports whether the text so far ends in a full stop.
+func (q *textQueue) endsInStop() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.stop
+}
+
+// brkSentence tells the talker that the text so far ends a sentence.
+func (q *textQueue) brkSentence() {
+	q.mu.Lock()
+	q.brk, q.stop = true, false
 	q.mu.Unlock()
 	q.signal()
 }
@@ -156,13 +179,13 @@ func (q *textQueue) size() int {
 func (q *textQueue) Recv(ctx context.Context) (engine.Chunk, error) {
 	for {
 		q.mu.Lock()
-		text, done := q.pending, q.done
-		q.pending = ""
+		text, done, brk := q.pending, q.done, q.brk
+		q.pending, q.brk = "", false
 		q.taken += len(text)
 		q.mu.Unlock()
 		switch {
-		case text != "":
-			return engine.Chunk{Text: &engine.Text{Text: text}}, nil
+		case text != "" || brk:
+			return engine.Chunk{Text: &engine.Text{Text: text, Break: brk}}, nil
 		case done:
 			return engine.Chunk{}, io.EOF
 		}

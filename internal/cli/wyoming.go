@@ -9,7 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"time"
 
+	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/wyoming"
 )
 
@@ -17,11 +19,13 @@ import (
 type wyomingFlags struct {
 	addr     string // "": no Wyoming server
 	insecure bool
+	quiet    time.Duration
 }
 
 func (w *wyomingFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&w.addr, "wyoming", "", "also serve the Wyoming protocol's text-to-speech (Home Assistant's) on this address, such as 127.0.0.1:10200; it has no authentication and takes no API key (default: off)")
 	fs.BoolVar(&w.insecure, "wyoming-insecure", false, "let --wyoming listen on an address beyond loopback, where whoever reaches it can make the server speak")
+	fs.DurationVar(&w.quiet, "wyoming-sentence-quiet", engine.DefaultSentenceQuiet, "a streamed text that ends in a full stop is spoken once no next piece came for this long (a full stop alone does not end a sentence: \"Dr. Smith\"); 0: the next word decides")
 }
 
 // check refuses what the Wyoming flags cannot do.
@@ -29,6 +33,8 @@ func (w *wyomingFlags) check(f *serveFlags) error {
 	switch {
 	case w.addr == "" && w.insecure:
 		return errors.New("--wyoming-insecure needs --wyoming")
+	case w.quiet < 0:
+		return fmt.Errorf("--wyoming-sentence-quiet %s: want 0 or more", w.quiet)
 	case w.addr == "":
 		return nil
 	case f.stage != -1 || f.worker:
@@ -51,8 +57,12 @@ func (rt *server) listenWyoming(f *serveFlags) (*wyomingRun, error) {
 	if f.wyoming.addr == "" {
 		return nil, nil
 	}
+	quiet := f.wyoming.quiet
+	if quiet == 0 {
+		quiet = -1 // wyoming.Options: never
+	}
 	srv, err := wyoming.New(rt.orchs, wyoming.Options{DefaultModel: f.defaultModel, Logger: rt.log, Registerer: rt.reg,
-		ShutdownTimeout: f.shutdownTimeout})
+		ShutdownTimeout: f.shutdownTimeout, SentenceQuiet: quiet})
 	if err != nil {
 		return nil, err
 	}

@@ -109,9 +109,14 @@ func (c Chunk) Kind() Kind {
 	return ""
 }
 
-// Text is a piece of text.
+// Text is a piece of text. Break, on a piece of a streamed request's
+// text (possibly empty), says that the text so far ends a sentence,
+// whatever comes next: a live session's client fell quiet after a full
+// stop, which alone does not end a sentence for a talker (it waits for
+// the next word to tell "Dr. Smith" from a sentence's end).
 type Text struct {
-	Text string
+	Text  string
+	Break bool
 }
 
 // Frames are clustergen acoustic frames for one sentence: per 5 ms frame a

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Feed is the text of a streamed request (one whose input arrives while it
@@ -106,4 +107,23 @@ func (s *feeding) Recv(ctx context.Context) (Chunk, error) {
 		s.feed.Close()
 	}
 	return c, err
+}
+
+// DefaultSentenceQuiet is how long a live session's client may fall quiet
+// after a full stop before the session tells the talker the sentence has
+// ended (Text.Break): longer than the gaps between a streaming LLM's
+// tokens (10 to 50 ms at 20 to 100 tokens a second, rarely past 250 ms),
+// so that a full stop followed by more of the same text is seldom cut by
+// time, and shorter than a pause a listener hears as the voice stalling.
+const DefaultSentenceQuiet = 400 * time.Millisecond
+
+// EndsInStop reports whether a piece of streamed text ends in a full stop,
+// closing quotes and brackets and white space aside; known is false for a
+// piece of nothing but those, which leaves the text's ending as it was.
+func EndsInStop(piece string) (stop, known bool) {
+	t := strings.TrimRight(piece, " \t\r\n\"')]}")
+	if t == "" {
+		return false, false
+	}
+	return strings.HasSuffix(t, "."), true
 }

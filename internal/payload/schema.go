@@ -451,6 +451,7 @@ var (
 
 	textSchema = newSchema("text", "engine.Text",
 		fieldOf("text", "text", required, strV, func(t *engine.Text) *string { return &t.Text }, "the text"),
+		fieldOf("br", "break", optional, falseEmpty(boolV), func(t *engine.Text) *bool { return &t.Break }, "the text so far ends a sentence"),
 	)
 
 	framesSchema = newSchema("frames", "engine.Frames",

@@ -119,3 +119,27 @@ func align(t *testing.T, cfg *pipeline.Config, a heard) []engine.Word {
 	}
 	return engine.JoinWords(out.Chunks)
 }
+
+// TestRealSentenceEnds: a stream's sentence is spoken before
+// synthesize-stop once its end is certain ("?"), or once the text has
+// ended in a full stop for the quiet time; either is the sentence's
+// audio posted whole.
+func TestRealSentenceEnds(t *testing.T) {
+	cfg, err := pipeline.Load("builtin:tts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := start(t, shipped.Registry(), Options{SentenceQuiet: 50 * time.Millisecond}, cfg)
+	c := dial(t, f.addr)
+	for _, text := range []string{"Is it raining? ", "Hello from Home Assistant."} {
+		want := orchtest.CollectSpeech(t, f.orchs[0], orchestrator.Request{Prompt: engine.Prompt{Text: strings.TrimSpace(text)}})
+		c.send("synthesize-start", nil)
+		c.send("synthesize-chunk", map[string]any{"text": text})
+		a := c.readAudio("audio-stop")
+		if !slices.Equal(a.joined(), want.Samples) {
+			t.Errorf("%q: %d samples before synthesize-stop; posted whole, %d", text, len(a.joined()), len(want.Samples))
+		}
+		c.send("synthesize-stop", nil)
+		c.readAudio("synthesize-stopped")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/omnistage/omnistage/internal/defaults"
+	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/sessions"
 )
@@ -71,6 +72,11 @@ type Options struct {
 	// TextBuffer bounds the text pieces of a stream that wait for the
 	// talker.
 	TextBuffer int
+	// SentenceQuiet is how long a stream's text may end in a full stop,
+	// no next piece coming, before its sentence is spoken anyway (a full
+	// stop alone does not end a sentence: "Dr. Smith"); 0 means
+	// engine.DefaultSentenceQuiet, negative never (the next word decides).
+	SentenceQuiet time.Duration
 }
 
 // Server serves the Wyoming protocol's text-to-speech side over the
@@ -111,6 +117,9 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 	defaults.Set(&opts.MaxPayloadBytes, DefaultMaxPayloadBytes)
 	defaults.Set(&opts.MaxTextBytes, DefaultMaxTextBytes)
 	defaults.Set(&opts.TextBuffer, DefaultTextBuffer)
+	if opts.SentenceQuiet == 0 {
+		opts.SentenceQuiet = engine.DefaultSentenceQuiet
+	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("wyoming: metrics: %w", err)

@@ -104,7 +104,11 @@ func (ss *session) next() (event, error) {
 		ss.mu.Lock()
 		err := ss.stopReading()
 		if err == nil {
-			err = ss.conn.SetReadDeadline(time.Now().Add(ss.srv.opts.IdleTimeout))
+			deadline := time.Now().Add(ss.srv.opts.IdleTimeout)
+			if st := ss.stream; st != nil && !st.quietAt.IsZero() && st.quietAt.Before(deadline) {
+				deadline = st.quietAt // to tell the talker its sentence has ended
+			}
+			err = ss.conn.SetReadDeadline(deadline)
 		}
 		ss.mu.Unlock()
 		if err != nil {
@@ -121,6 +125,14 @@ func (ss *session) next() (event, error) {
 				return event{}, err
 			}
 		case errors.As(err, &ne) && ne.Timeout():
+			if st := ss.stream; st != nil {
+				if said, err := st.quiet(); said || err != nil {
+					if err != nil {
+						return event{}, err
+					}
+					continue
+				}
+			}
 			// Woken to stop, or to look again (a stop while a stream is
 			// under way): stopReading says which. Else the client was idle.
 			ss.mu.Lock()

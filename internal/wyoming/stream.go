@@ -8,6 +8,7 @@ package wyoming
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
@@ -23,6 +24,10 @@ type stream struct {
 	req    orchestrator.Request
 	n      int    // bytes of text so far
 	blank  string // the text before the first piece that is not blank
+	// quietAt is when the text, ending in a full stop, has waited long
+	// enough for a next piece: its sentence is then spoken (zero: not
+	// ending in one, or said already).
+	quietAt time.Time
 
 	pieces chan engine.Chunk  // the request's input, once submitted
 	cancel context.CancelFunc // ends the request
@@ -85,12 +90,35 @@ func (ss *session) streamChunk(ev event) error {
 		}
 		text, st.blank = st.blank+text, ""
 	}
+	if stop, known := engine.EndsInStop(text); known {
+		st.quietAt = time.Time{}
+		if q := ss.srv.opts.SentenceQuiet; stop && q > 0 {
+			st.quietAt = time.Now().Add(q)
+		}
+	}
+	return st.send(engine.Chunk{Text: &engine.Text{Text: text}})
+}
+
+// send hands a chunk to the stream's talker, waiting while it has
+// TextBuffer pieces it has not read.
+func (st *stream) send(c engine.Chunk) error {
 	select {
-	case st.pieces <- engine.Chunk{Text: &engine.Text{Text: text}}:
+	case st.pieces <- c:
 		return nil
 	case <-st.done:
 		return st.end()
 	}
+}
+
+// quiet says the stream's sentence has ended (engine.Text.Break), when
+// its text has ended in a full stop for the quiet time: the session calls
+// it when a read times out.
+func (st *stream) quiet() (bool, error) {
+	if st.quietAt.IsZero() || time.Now().Before(st.quietAt) {
+		return false, nil
+	}
+	st.quietAt = time.Time{}
+	return true, st.send(engine.Chunk{Text: &engine.Text{Break: true}})
 }
 
 // stopStream ends the stream's text, waits for its last audio to be sent,

@@ -32,11 +32,25 @@ type sentence struct {
 // add appends a piece of the text.
 func (p *pending) add(piece string) { p.raw += piece }
 
-// take returns the sentences that are complete, to be spoken in order,
-// and keeps the text after them; at the text's end (final) every sentence
-// is complete. Text that has nothing to speak yet is kept for more, unless
-// final.
-func (p *pending) take(final bool) ([]sentence, error) {
+// cutMode says which of a pending text's sentences are complete.
+type cutMode int
+
+const (
+	// cutSettled: those that more text can no longer change: all but the
+	// last, and the last too when its end is certain (certainEnd).
+	cutSettled cutMode = iota
+	// cutAll: every one, though more text may come: the client has
+	// said (engine.Text.Break) that its text so far ends a sentence.
+	cutAll
+	// cutFinal: every one, at the text's end.
+	cutFinal
+)
+
+// take returns the sentences that are complete, as mode says, to be
+// spoken in order, and keeps the text after them. Text that has nothing
+// to speak yet is kept for more, unless final.
+func (p *pending) take(mode cutMode) ([]sentence, error) {
+	final := mode == cutFinal
 	c, err := cleanTextMap(p.raw)
 	if err != nil {
 		if !final && (err == errTextEmpty || err == errNoSpeakable) {
@@ -46,8 +60,9 @@ func (p *pending) take(final bool) ([]sentence, error) {
 	}
 	texts := splitSentences(p.voice, c.text)
 	complete := len(texts) - 1 // the last may go on
-	if final {
+	if mode != cutSettled || certainEnd(c.text) {
 		complete = len(texts)
+		final = true // nothing left after them but white space
 	}
 	if complete <= 0 {
 		return nil, nil
@@ -73,6 +88,30 @@ func (p *pending) take(final bool) ([]sentence, error) {
 	p.raw = p.raw[cut:]
 	return out, nil
 }
+
+// certainEnd reports whether text, a clean text so far, ends a sentence
+// whatever comes after it, by flite's break rule: white space after a
+// token whose closing punctuation holds '?', '!' or ':', or white space
+// holding a blank line. After a '.', the rule needs the next token (a
+// capital after "Dr." need not start a sentence), so a full stop is never
+// a certain end.
+func certainEnd(text string) bool {
+	body := strings.TrimRight(text, " \t\r\n")
+	ws := text[len(body):]
+	switch {
+	case ws == "":
+		return false
+	case strings.Count(ws, "\n") >= 2:
+		return true
+	}
+	last := body[strings.LastIndexAny(body, " \t\r\n")+1:]
+	punct := last[len(strings.TrimRightFunc(last, isClosing)):]
+	return strings.ContainsAny(punct, "?!:")
+}
+
+// isClosing reports whether r is closing punctuation to flite's English
+// tokenizer (its text_postpunctuation).
+func isClosing(r rune) bool { return strings.ContainsRune("\"'`.,:;!?(){}[]", r) }
 
 // byteOfRune returns the byte offset of code point n of s (len(s) for n
 // past its end).

@@ -37,13 +37,13 @@ func cut(t *testing.T, voiceName string, pieces []string) []sentence {
 	var got []sentence
 	for _, piece := range pieces {
 		p.add(piece)
-		s, err := p.take(false)
+		s, err := p.take(cutSettled)
 		if err != nil {
 			t.Fatalf("pieces %q: %v", pieces, err)
 		}
 		got = append(got, s...)
 	}
-	s, err := p.take(true)
+	s, err := p.take(cutFinal)
 	if err != nil {
 		t.Fatalf("pieces %q at the end: %v", pieces, err)
 	}
@@ -224,6 +224,44 @@ func TestSpansReachAudio(t *testing.T) {
 		}
 		if !reflect.DeepEqual(spans, want) {
 			t.Errorf("%s: spans %+v, want %+v", voice, spans, want)
+		}
+	}
+}
+
+// TestPendingCertainEnds: a sentence whose end more text cannot change
+// (?, !, : or a blank line, then white space) is complete at once; one
+// that ends in a full stop waits for the next word, or for a break.
+func TestPendingCertainEnds(t *testing.T) {
+	if err := initFlite(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := lookupVoice("slt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		text string
+		mode cutMode
+		want int
+	}{
+		{"Is it raining? ", cutSettled, 1},
+		{"Stop now! ", cutSettled, 1},
+		{"Note: ", cutSettled, 1},
+		{"\"Really?\" ", cutSettled, 1},
+		{"Hello there.\n\n", cutSettled, 1},
+		{"Is it raining?", cutSettled, 0}, // "?!" may follow
+		{"Hello there. ", cutSettled, 0},  // "Dr. Smith"?
+		{"Hello there.\n", cutSettled, 0},
+		{"Hello there. ", cutAll, 1},
+		{"Dr. ", cutAll, 1},
+		{"", cutAll, 0},
+		{"Hello there. How are you? I am ", cutSettled, 2},
+	} {
+		p := pending{voice: v}
+		p.add(tc.text)
+		got, err := p.take(tc.mode)
+		if err != nil || len(got) != tc.want {
+			t.Errorf("%q (mode %d): %d sentences, %v; want %d", tc.text, tc.mode, len(got), err, tc.want)
 		}
 	}
 }

@@ -151,9 +151,13 @@ func (t *Talker) Process(ctx context.Context, job *engine.Job) error {
 		if err != nil {
 			return err
 		}
+		mode := cutSettled
 		switch {
 		case c.Text != nil && read == nil:
 			sp.text.add(c.Text.Text)
+			if c.Text.Break {
+				mode = cutAll
+			}
 		case c.Regions != nil:
 			if read == nil {
 				read = &regionsReader{}
@@ -162,11 +166,11 @@ func (t *Talker) Process(ctx context.Context, job *engine.Job) error {
 		default:
 			return fmt.Errorf("flite-talker: %w", &engine.InputError{Reason: fmt.Sprintf("talker input must be text or regions, got %q", c.Kind())})
 		}
-		if err := sp.speak(ctx, false); err != nil {
+		if err := sp.speak(ctx, mode); err != nil {
 			return err
 		}
 	}
-	if err := sp.speak(ctx, true); err != nil && !(read != nil && (errors.Is(err, errNoSpeakable) || errors.Is(err, errTextEmpty))) {
+	if err := sp.speak(ctx, cutFinal); err != nil && !(read != nil && (errors.Is(err, errNoSpeakable) || errors.Is(err, errTextEmpty))) {
 		return err
 	}
 	switch {
@@ -216,10 +220,11 @@ type speaker struct {
 	sent int // chunks sent
 }
 
-// speak synthesizes and sends the sentences that are complete (all of
-// them when final).
-func (sp *speaker) speak(ctx context.Context, final bool) error {
-	sentences, err := sp.text.take(final)
+// speak synthesizes and sends the sentences that are complete, as mode
+// says.
+func (sp *speaker) speak(ctx context.Context, mode cutMode) error {
+	final := mode == cutFinal
+	sentences, err := sp.text.take(mode)
 	if err != nil && !(final && sp.sent > 0 && (err == errTextEmpty || err == errNoSpeakable)) {
 		return fmt.Errorf("flite-talker: %w", err)
 	}
