@@ -38,7 +38,7 @@ import "embed"
 
 // Files holds the page: index.html and the assets it loads.
 //
-//go:embed index.html playground.js live.js playground.css
+//go:embed index.html playground.js live.js image.js playground.css
 var Files embed.FS
 
 // Index is the name of the page in Files.
