@@ -175,7 +175,11 @@
       kit.failed(r, e);
     } finally {
       kit.settle(r);
-      if (req === r && r.done && !r.playback) kit.status(doneText(r), 'done');
+      if (req === r && !r.playback) {
+        // Nothing plays: the request is over.
+        $('stop').disabled = true;
+        if (r.done) kit.status(doneText(r), 'done');
+      }
       if (req === r && !r.text) {
         $('transcript').textContent = r.done ? 'No text was found in the image.' : 'Nothing was read.';
       }
@@ -216,8 +220,10 @@
     switch (e.type) {
       case 'output':
         if (e.regions) addRegions(r, e.regions);
-        if (typeof e.text === 'string') {
-          r.addText(e.text);
+        // Without the text output, the text is the regions' texts, each
+        // followed by a newline, as the server counts offsets in it.
+        if (typeof e.text === 'string' || e.regions) {
+          r.addText(typeof e.text === 'string' ? e.text : e.regions.filter((g) => g.text).map((g) => g.text + '\n').join(''));
           renderText(r);
         }
         if (e.audio) addAudio(r, e.audio);
