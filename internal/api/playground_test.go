@@ -50,8 +50,8 @@ func TestPlaygroundPage(t *testing.T) {
 			t.Errorf("GET %s with If-None-Match %s: %d, want 304", ref, etag, resp.StatusCode)
 		}
 	}
-	if assets != 3 {
-		t.Errorf("the page loads %d files, want its two scripts (the page's and live mode's) and style sheet", assets)
+	if assets != 4 {
+		t.Errorf("the page loads %d files, want its three scripts (the page's, live mode's and image mode's) and style sheet", assets)
 	}
 	if resp, body := f.do(ctx, http.MethodHead, "/", nil); resp.StatusCode != http.StatusOK || len(body) != 0 {
 		t.Errorf("HEAD /: %d, %d bytes", resp.StatusCode, len(body))

@@ -155,9 +155,9 @@ func count(t *testing.T, ctx context.Context, sel string) int {
 }
 
 // screenshot saves the page at vp's size, from its top, as
-// playground-NAME.png (the viewport) and playground-NAME-full.png (the
-// whole page), and checks that the page fits vp's width.
-func screenshot(t *testing.T, ctx context.Context, dir string, vp viewport) {
+// NAME-VP.png (the viewport) and NAME-VP-full.png (the whole page), and
+// checks that the page fits vp's width.
+func screenshot(t *testing.T, ctx context.Context, dir, name string, vp viewport) {
 	t.Helper()
 	var opts []chromedp.EmulateViewportOption
 	if vp.width < 600 {
@@ -174,15 +174,15 @@ func screenshot(t *testing.T, ctx context.Context, dir string, vp viewport) {
 	if overflow > 0 {
 		t.Errorf("at %s width (%d px) the page is %d px too wide", vp.name, vp.width, overflow)
 	}
-	for name, shot := range map[string]chromedp.Action[[]byte]{
-		"playground-" + vp.name + ".png":      chromedp.CaptureScreenshot(),
-		"playground-" + vp.name + "-full.png": chromedp.FullScreenshot(100),
+	for file, shot := range map[string]chromedp.Action[[]byte]{
+		name + "-" + vp.name + ".png":      chromedp.CaptureScreenshot(),
+		name + "-" + vp.name + "-full.png": chromedp.FullScreenshot(100),
 	} {
 		png, err := chromedp.Run(ctx, shot)
 		if err != nil {
 			t.Fatalf("screenshot at %s width: %v", vp.name, err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, file), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

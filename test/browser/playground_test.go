@@ -82,10 +82,7 @@ func testSpeak(t *testing.T, ctx context.Context, url, artifacts string) {
 	if got := strs(t, ctx, `#pipeline .stage .tag`); !slices.Equal(got, []string{"inproc", "inproc", "inproc"}) {
 		t.Errorf("placements drawn: %q", got)
 	}
-	// Every control has a name a screen reader can say.
-	if got := strs(t, ctx, `input, select, textarea, button, a[href], [role=link]`, `e => (e.labels && e.labels.length) || e.getAttribute("aria-label") || e.textContent.trim() ? "" : (e.id || e.outerHTML)`); slices.ContainsFunc(got, func(s string) bool { return s != "" }) {
-		t.Errorf("controls without a label: %q", got)
-	}
+	wantLabels(t, ctx)
 	if live := count(t, ctx, `#status[role=status][aria-live=polite]`) + count(t, ctx, `#error[role=alert]`); live != 2 {
 		t.Errorf("the status and error regions are not live regions")
 	}
@@ -95,10 +92,10 @@ func testSpeak(t *testing.T, ctx context.Context, url, artifacts string) {
 	speak(t, ctx, speech)
 	// Mid-sentence, with a word lit up: the desktop screenshot.
 	waitFor(t, ctx, `omnistagePlayground.highlighted.length >= 7 || omnistagePlayground.lastError !== null`, 20*time.Second)
-	screenshot(t, ctx, artifacts, desktop)
+	screenshot(t, ctx, artifacts, "playground", desktop)
 	// The audio plays in real time: about 6 s.
 	checkHeard(t, ctx, heard{model: "tts", rate: 16000, words: spokenWords, stages: 3})
-	screenshot(t, ctx, artifacts, phone)
+	screenshot(t, ctx, artifacts, "playground", phone)
 }
 
 // testModels picks the other models with the keyboard and speaks with
@@ -180,6 +177,15 @@ func testAPIKey(t *testing.T, ctx context.Context, url string) {
 	stored, err := chromedp.Run(ctx, chromedp.Evaluate[string](`localStorage.length + sessionStorage.length + document.cookie`))
 	if err != nil || stored != "0" {
 		t.Errorf("the page stored something (%q, %v); the key must stay in memory", stored, err)
+	}
+}
+
+// wantLabels checks that every control has a name a screen reader can
+// say.
+func wantLabels(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if got := strs(t, ctx, `input, select, textarea, button, a[href], [role=link]`, `e => (e.labels && e.labels.length) || e.getAttribute("aria-label") || e.textContent.trim() ? "" : (e.id || e.outerHTML)`); slices.ContainsFunc(got, func(s string) bool { return s != "" }) {
+		t.Errorf("controls without a label: %q", got)
 	}
 }
 

@@ -57,6 +57,7 @@
   let current = null; // the request being made or last made
   let playback = null;
   let wavURL = '';
+  let imageMode = null; // image.js's mode, once it registers
 
   // status says what the page is doing, in the live region.
   function status(text, state) {
@@ -137,11 +138,18 @@
     else showError(0, { message: e.message });
   }
 
-  // unusable says why the page cannot send model m a speech request now,
-  // or returns ''.
+  // unusable says why the page cannot send model m a request now, or
+  // returns '': a speech request to a model that takes text, an image to
+  // one that reads images (image mode).
   function unusable(m) {
-    if (m.input !== 'text') return `takes ${m.input}`;
-    if (!(m.outputs || []).includes('audio')) return 'no audio';
+    const outputs = m.outputs || [];
+    if (m.input === 'image') {
+      if (!outputs.includes('text') && !outputs.includes('regions')) return 'no text';
+    } else if (m.input !== 'text') {
+      return `takes ${m.input}`;
+    } else if (!outputs.includes('audio')) {
+      return 'no audio';
+    }
     if (m.ready === false) return 'not ready';
     return '';
   }
@@ -192,9 +200,11 @@
     test.ready = false;
     status(`Loading the pipeline${name ? ' ' + name : ''}…`, 'loading');
     const q = name ? '?model=' + encodeURIComponent(name) : '';
+    const reads = models.some((x) => x.id === name && x.input === 'image');
     let p, v;
     try {
-      [p, v] = await Promise.all([getJSON('/v1/pipeline' + q), getJSON('/v1/audio/voices' + q)]);
+      // A model that reads images has no voice to pick.
+      [p, v] = await Promise.all([getJSON('/v1/pipeline' + q), reads ? { voices: [] } : getJSON('/v1/audio/voices' + q)]);
     } catch (e) {
       if (seq !== loads) return false;
       throw e;
@@ -207,6 +217,8 @@
     fillVoices(v.voices || []);
     offerWords(Boolean(m && m.word_timestamps));
     describeModel(m);
+    if (imageMode) imageMode.show(m && m.input === 'image' ? m : null);
+    $('text-mode').hidden = Boolean(imageMode && imageMode.active());
     clearError();
     test.model = p.name;
     test.ready = true;
@@ -228,7 +240,9 @@
   // gives.
   function describeModel(m) {
     let text = 'The pipeline that speaks: its voices, its stages and whether it times words.';
-    if (m) {
+    if (m && m.input === 'image') {
+      text = `image → ${(m.outputs || []).join(' + ')}: its text regions${(m.outputs || []).includes('audio') ? ', read aloud' : ''}.`;
+    } else if (m) {
       const voices = (m.voices || []).length;
       text = `${m.input} → ${(m.outputs || []).join(' + ')}; ${voices === 1 ? '1 voice' : voices + ' voices'}.`;
     }
@@ -347,7 +361,7 @@
     constructor(text) {
       this.text = text;
       this.units = codeUnits(text);
-      this.words = []; // {start, end (UTF-16), text, startMs, endMs}
+      this.words = []; // {start, end (UTF-16), charStart (code points), text, startMs, endMs}
       this.chunks = []; // Int16Array
       this.samples = 0;
       this.rate = 0;
@@ -401,7 +415,7 @@
       this.stopped = false;
       this.spoken = 0; // words highlighted so far
       this.timer = setInterval(() => this.tick(), TICK);
-      this.renderedWords = -1;
+      this.rendered = ''; // the words and text revision the transcript shows
       test.highlighted = [];
       test.samplesScheduled = 0;
       test.samplesPlayed = 0;
@@ -446,8 +460,11 @@
 
     tick(final) {
       const words = this.req.words;
-      if (this.renderedWords !== words.length) {
-        this.renderedWords = words.length;
+      // A request whose text grows as it streams (image mode's) counts its
+      // text's revisions: the transcript is drawn again for each.
+      const rendered = `${words.length}/${this.req.revision || 0}`;
+      if (this.rendered !== rendered) {
+        this.rendered = rendered;
         this.spans = renderTranscript(this.req);
         this.shown = -1;
         for (let i = 0; i < this.spoken; i++) mark(this.spans[i], 'spoken', true);
@@ -465,7 +482,14 @@
         if (this.shown >= 0) mark(this.spans[this.shown], 'current', false);
         if (show >= 0) mark(this.spans[show], 'current', true);
         this.shown = show;
+        this.current(show >= 0 ? words[show] : null);
       }
+    }
+
+    // current tells the request, if it asks (onCurrent), which word is
+    // being spoken now, or null.
+    current(word) {
+      if (this.req.onCurrent) this.req.onCurrent(word);
     }
 
     // maybeFinish ends the playback once the stream has ended and every
@@ -491,7 +515,10 @@
         try { s.stop(); } catch { /* not started */ }
       }
       this.sources.clear();
-      if (this.shown >= 0) mark(this.spans[this.shown], 'current', false);
+      if (this.shown >= 0) {
+        mark(this.spans[this.shown], 'current', false);
+        this.current(null);
+      }
     }
   }
 
@@ -511,6 +538,7 @@
       }
       if (w.start > at) parts.push(req.text.slice(at, w.start));
       const span = el('span', 'w', w.text);
+      span.dataset.charStart = String(w.charStart);
       spans.push(span);
       parts.push(span);
       at = w.end;
@@ -634,9 +662,14 @@
     if (current && !current.done) current.controller.abort();
   }
 
-  // speak sends the form as a speech request and plays it as it streams.
+  // speak sends the form as a speech request and plays it as it streams;
+  // for a model that reads images, image mode sends its image instead.
   async function speak(ev) {
     ev.preventDefault();
+    if (imageMode && imageMode.active()) {
+      imageMode.submit();
+      return;
+    }
     stopAll();
     clearError();
     if (!loaded || loaded.key !== apiKey || loaded.model !== $('model').value) {
@@ -654,16 +687,7 @@
     if (speed !== '') body.speed = Number(speed);
     const timestamps = $('timestamps').checked && !$('timestamps').disabled;
     const req = new Request(text);
-    current = req;
-    test.requests++;
-    test.samplesReceived = 0;
-    test.stagesDrawn = 0;
-    test.words = 0;
-    test.requestId = '';
-    setDownload(null);
-    $('stop').disabled = false;
-    $('play').disabled = true;
-    status('Sending…', 'requesting');
+    begin(req);
     try {
       const ctx = audio();
       const resp = await fetch('/v1/audio/speech', {
@@ -687,25 +711,49 @@
         throw new Error('the stream ended before speech.audio.done');
       }
     } catch (e) {
-      // A request that a newer one replaced leaves the page to it.
-      if (current !== req) return;
-      if (e.name === 'AbortError') {
-        status('Stopped.', 'stopped');
-      } else {
-        report(e);
-        if (playback && playback.req === req) playback.stop();
-      }
-      $('stop').disabled = true;
+      failed(req, e);
     } finally {
-      if (current === req) {
-        if (playback && playback.req === req) {
-          playback.ended = true;
-          playback.maybeFinish();
-        }
-        setDownload(req);
-        showStats(req);
-      }
+      settle(req);
     }
+  }
+
+  // begin makes req the page's request: the counters and the download
+  // start over, and Stop stops it.
+  function begin(req) {
+    current = req;
+    test.requests++;
+    test.samplesReceived = 0;
+    test.stagesDrawn = 0;
+    test.words = 0;
+    test.requestId = '';
+    setDownload(null);
+    $('stop').disabled = false;
+    $('play').disabled = true;
+    status('Sending…', 'requesting');
+  }
+
+  // failed shows why req failed, unless a newer request replaced it.
+  function failed(req, e) {
+    if (current !== req) return;
+    if (e.name === 'AbortError') {
+      status('Stopped.', 'stopped');
+    } else {
+      report(e);
+      if (playback && playback.req === req) playback.stop();
+    }
+    $('stop').disabled = true;
+  }
+
+  // settle ends req's stream: its playback plays what came and ends, and
+  // its WAV and times show.
+  function settle(req) {
+    if (current !== req) return;
+    if (playback && playback.req === req) {
+      playback.ended = true;
+      playback.maybeFinish();
+    }
+    setDownload(req);
+    showStats(req);
   }
 
   // readEvents calls on with each server-sent event's data, parsed.
@@ -827,7 +875,7 @@
       if (!(w.char_start >= 0 && w.char_start < w.char_end && w.char_end <= n)) continue;
       const start = req.units[w.char_start];
       const end = req.units[w.char_end];
-      req.words.push({ start, end, text: req.text.slice(start, end), startMs: w.start_ms, endMs: w.end_ms });
+      req.words.push({ start, end, charStart: w.char_start, text: req.text.slice(start, end), startMs: w.start_ms, endMs: w.end_ms });
     }
     req.words.sort((a, b) => a.start - b.start);
     test.words = req.words.length;
@@ -836,7 +884,18 @@
   // The page's parts that live mode (live.js) uses too.
   window.omnistageKit = {
     test, audio, status, clearError, showError, report, codeUnits, Playback, ms, addWords,
+    Request, headers, failure, begin, failed, settle, showStats, drawTimings, el,
     apiKey: () => apiKey,
+    pipeline: () => pipeline,
+    // play makes a Playback of req the page's (Stop, Play again), and
+    // returns it.
+    play: (req) => {
+      playback = new Playback(audio(), req);
+      return playback;
+    },
+    // imageMode registers image mode ({active(), show(model or null),
+    // submit()}): shown for a model that reads images, it sends the form.
+    imageMode: (mode) => { imageMode = mode; },
     // model loads the chosen model if it is not loaded with the current
     // key, and returns its name, or '' when a later load replaced it.
     model: async () => {
