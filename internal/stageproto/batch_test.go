@@ -80,7 +80,7 @@ func TestPackBatches(t *testing.T) {
 		{"none", nil, 4, nil},
 		{"by count", []BatchEntry{entry(100, 10), entry(100, 10), entry(100, 10), entry(100, 10), entry(100, 10)}, 2, []int{2, 2, 1}},
 		{"by header", []BatchEntry{entry(30000, 0), entry(30000, 0), entry(30000, 0)}, 8, []int{2, 1}},
-		{"by data", []BatchEntry{entry(100, 6 << 20), entry(100, 6 << 20), entry(100, 6 << 20)}, 8, []int{2, 1}},
+		{"by data", []BatchEntry{entry(100, 6<<20), entry(100, 6<<20), entry(100, 6<<20)}, 8, []int{2, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := sizes(PackBatches(tc.entries, tc.most)); !reflect.DeepEqual(got, tc.want) {
