@@ -64,7 +64,7 @@ type progJob struct {
 	credit chan int          // the runtime's credit for output
 	cancel context.CancelFunc
 	ctx    context.Context // a batch's job's; nil for a job
-	taken  int // input chunks taken and not yet credited; Recv's own
+	taken  int             // input chunks taken and not yet credited; Recv's own
 }
 
 func (s *server) loop(ctx context.Context, r *stageproto.Reader) error {
