@@ -76,6 +76,10 @@ func examples(t *testing.T) []example {
 		}},
 		{program: "sdk/python/tests/gain.py", env: sdk, want: map[string]string{"hello": "pass: gain takes audio, makes audio, 4 jobs at once (input window 8); params: gain"}},
 		{program: "sdk/python/tests/echo.py", env: sdk, want: noParams},
+		{program: "sdk/python/tests/batcher.py", env: sdk, want: map[string]string{"*": "skip",
+			"hello": "pass: batcher takes audio, makes audio, in batches of up to 4 jobs, 2 batches at once; params: gain",
+			"warm":  "pass", "shutdown": "pass", "stdin-eof": "pass", "unknown-param": "pass", "check-param": "pass: refused",
+			"batch": "pass: batches of 6 jobs in all: the 4 typical ones done, each with the output its input makes alone; a chunk of text refused: bad_input: a text chunk, but the stage takes audio; a gain of the wrong type refused: bad_params naming gain"}},
 		{program: "examples/broken/mute.py", want: map[string]string{"hello": "pass", "warm": "fail: no ready within 3s", "*": "skip"}},
 		{program: "examples/broken/crash.py", want: map[string]string{
 			"job":          "fail: MemoryError: the model ran out of memory",
