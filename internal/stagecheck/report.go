@@ -43,16 +43,16 @@ type Result struct {
 
 // Stage is what the program's hello says it is.
 type Stage struct {
-	Name    string                          `json:"name"`
-	Input   engine.Kind                     `json:"input"`
-	Output  engine.Kind                     `json:"output"`
-	MaxJobs int                             `json:"max_jobs"`
-	Window  int                             `json:"window"`
+	Name    string      `json:"name"`
+	Input   engine.Kind `json:"input"`
+	Output  engine.Kind `json:"output"`
+	MaxJobs int         `json:"max_jobs"`
+	Window  int         `json:"window"`
 	// MaxBatch is the most jobs a batch may hold; 0 when the stage takes
 	// jobs, not batches.
-	MaxBatch int `json:"max_batch,omitempty"`
-	Params  map[string]stageproto.ParamInfo `json:"params,omitempty"`
-	Voices  []engine.Voice                  `json:"voices,omitempty"`
+	MaxBatch int                             `json:"max_batch,omitempty"`
+	Params   map[string]stageproto.ParamInfo `json:"params,omitempty"`
+	Voices   []engine.Voice                  `json:"voices,omitempty"`
 }
 
 // paramNames returns the names of the params the stage declares, sorted.

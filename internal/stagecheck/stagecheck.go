@@ -75,7 +75,7 @@ type testCase struct {
 	// input: and an input for its jobs; jobs: and a stage that takes jobs
 	// (not batches).
 	started, input, jobs bool
-	run            func(*checker, context.Context) Result
+	run                  func(*checker, context.Context) Result
 }
 
 // cases is the battery, in the order it runs.
