@@ -14,6 +14,10 @@ standard input and output. See docs/sdk-python.md.
                 job.send(chunk)
 
     st.run(Echo())
+
+A stage whose work runs faster several at once overrides process_batch
+instead of process: the runtime then hands it the input chunks of
+concurrent requests together, one job each.
 """
 
 from .chunks import Audio, Data, Frames, Image, Regions, Segments, Tensors, Text, Words
