@@ -138,8 +138,8 @@ class Job:
         output credit (the next stage is behind), and raises Cancelled once
         the job is cancelled; a chunk the runtime would refuse (not of the
         stage's output kind, or not valid) is a ValueError or TypeError."""
-        header, data = self._message(chunk)
-        if len(header) > MAX_HEADER or chunks.nbytes(data) > MAX_DATA:
+        header, data, n = self._message(chunk)
+        if len(header) > MAX_HEADER or n > MAX_DATA:
             if type(chunk) is Regions and len(chunk.regions) > 1:
                 half = len(chunk.regions) // 2
                 self.send(Regions(chunk.width, chunk.height, chunk.regions[:half]))
@@ -147,7 +147,7 @@ class Job:
                 return
             if len(header) > MAX_HEADER:
                 raise ValueError("job.send: a %d-byte header; the limit is %d" % (len(header), MAX_HEADER))
-            raise ValueError("job.send: %d bytes in one chunk; the limit is %d" % (chunks.nbytes(data), MAX_DATA))
+            raise ValueError("job.send: %d bytes in one chunk; the limit is %d" % (n, MAX_DATA))
         with self._cond:
             while self._credit <= 0 and not self._stopped and not self._batched:
                 self._cond.wait()
@@ -161,7 +161,8 @@ class Job:
         self._w.write(header, data)
 
     def _message(self, chunk):
-        """Returns the output message of chunk: its header line and data."""
+        """Returns the output message of chunk: its header line, its data
+        and the data's length."""
         if type(chunk) is Audio and self._out_kind == "audio":
             fields, data = chunks.encode_audio(chunk)
             header = self._out_prefix + b'"kind":"audio","sample_rate":%d' % fields["sample_rate"]
@@ -177,7 +178,7 @@ class Job:
             header += b',"data_length":%d}\n' % n
         else:
             header += b"}\n"
-        return header, data
+        return header, data, n
 
     # The reader's side.
 
