@@ -33,7 +33,7 @@ func stageCheck(ctx context.Context, env Env, args []string) int {
 	timeout := fs.Duration("timeout", stagecheck.DefaultTimeout, "bound of each wait for the program: its hello, ready, a job's end, an answer")
 	config := fs.String("config", "", "the config the program warms up with, a JSON object (default {})")
 	inputFile := fs.String("input-file", "", "a file holding the input of the jobs: text, a WAV file, or the bytes of a chunk of a pipeline's own kind")
-	inputKind := fs.String("input-kind", "", "the kind of --input-file: text, audio, or a kind of a pipeline's own")
+	inputKind := fs.String("input-kind", "", "the kind of --input-file: text, audio (a WAV file), image (a PNG, JPEG or WebP file), or a kind of a pipeline's own")
 	cwd := fs.String("cwd", "", "the directory the program runs in (default: this one)")
 	var envs multiFlag
 	fs.Var(&envs, "env", "a variable `K=V` of the program's environment, beyond PATH (repeatable)")

@@ -3,6 +3,7 @@ package doccheck_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -222,6 +223,9 @@ func TestDocChunkKinds(t *testing.T) {
 		{Frames: &engine.Frames{Voice: "slt", Channels: 1, StrChannels: 1, FrameShift: 0.005, Params: []float32{1}, Str: []float32{1}}},
 		{Segments: &engine.Segments{Voice: "kal", Names: []string{"pau"}, Ends: []float32{0.1}, Cluster: []bool{true}, TargetPos: []float32{0.05}, TargetF0: []float32{110}}},
 		{Data: &engine.Data{Kind: "phonemes", Bytes: []byte("x"), Meta: map[string]string{"a": "b"}}},
+		{Tensors: &engine.Tensors{Tensors: []engine.Tensor{engine.Float32Tensor("x", []int64{1}, []float32{1})}}},
+		{Image: &engine.Image{Format: "png", Width: 1, Height: 1, Bytes: []byte("x")}},
+		{Regions: &engine.Regions{Width: 1, Height: 1, Regions: []engine.Region{{Text: "a", Confidence: []float32{1}, Crop: &engine.Crop{Width: 1, Height: 1, Pixels: []byte{1, 2, 3}}}}}},
 	}
 	want := map[string][]string{}
 	for _, c := range full {
@@ -308,6 +312,12 @@ func TestDocBounds(t *testing.T) {
 		{"has not exited within (\\d+) s is sent SIGTERM", int64(time.Second), int64(external.StopTimeout)},
 		{"is answered within (\\d+) s; a refusal", int64(time.Second), int64(external.CheckTimeout)},
 		{"`--timeout D` \\(default (\\d+) s\\)", int64(time.Second), int64(stagecheck.DefaultTimeout)},
+		{"`max_batch` \\(default (\\d+)\\): when above 0", 1, 0},
+		{"at most (\\d+) of them, making at most \\d+ elements", 1, engine.MaxTensorRank},
+		{"at most \\d+ of them, making at most (\\d+) elements", 1, engine.MaxTensorElements},
+		{"one entry per tensor, 1 to (\\d+) of them", 1, engine.MaxTensors},
+		{"\\(1 to (\\d+) pixels a side\\); the runtime reads", 1, engine.MaxImageSide},
+		{"A chunk holds at most (\\d+) regions", 1, engine.MaxRegions},
 	} {
 		m := regexp.MustCompile(tc.pattern).FindStringSubmatch(text)
 		if m == nil {
@@ -372,5 +382,54 @@ func TestDocExampleSessionFrames(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatalf("%s shows no example session", protocolDoc)
+	}
+}
+
+// TestSDKLimits holds the Python SDK's copies of the protocol's limits
+// and the kinds' bounds (checked there before a chunk is sent, and as one
+// arrives) to the code's.
+func TestSDKLimits(t *testing.T) {
+	files, err := filepath.Glob("../../sdk/python/omnistage_stage/*.py")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the Python SDK's files: %v", err)
+	}
+	defs := map[string]int64{}
+	def := regexp.MustCompile(`(?m)^([A-Z_]+) = (\d+)(?: << (\d+))?\b`)
+	var dtypes string
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range def.FindAllStringSubmatch(string(src), -1) {
+			n, _ := strconv.ParseInt(m[2], 10, 64)
+			if m[3] != "" {
+				shift, _ := strconv.Atoi(m[3])
+				n <<= shift
+			}
+			defs[m[1]] = n
+		}
+		if m := regexp.MustCompile(`(?m)^DTYPES = \{(.*)\}$`).FindStringSubmatch(string(src)); m != nil {
+			dtypes = m[1]
+		}
+	}
+	for name, want := range map[string]int64{
+		"MAX_HEADER": stageproto.MaxHeader, "MAX_DATA": stageproto.MaxData,
+		"DEFAULT_WINDOW": stageproto.DefaultWindow, "DEFAULT_MAX_JOBS": stageproto.DefaultMaxJobs,
+		"MAX_META_ENTRIES": engine.MaxMetaEntries, "MAX_META_BYTES": engine.MaxMetaBytes,
+		"MAX_TENSOR_RANK": engine.MaxTensorRank, "MAX_TENSOR_ELEMENTS": engine.MaxTensorElements,
+		"MAX_TENSOR_BYTES": engine.MaxTensorBytes, "MAX_TENSORS": engine.MaxTensors,
+		"MAX_IMAGE_SIDE": engine.MaxImageSide, "MAX_REGIONS": engine.MaxRegions,
+	} {
+		if got, ok := defs[name]; !ok || got != want {
+			t.Errorf("the Python SDK's %s is %d (defined: %v); the code's is %d", name, got, ok, want)
+		}
+	}
+	var want []string
+	for _, d := range engine.DTypes {
+		want = append(want, fmt.Sprintf("%q: %d", string(d), d.Size()))
+	}
+	if got := strings.Join(want, ", "); dtypes != got {
+		t.Errorf("the Python SDK's DTYPES are {%s}; the code's {%s}", dtypes, got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/external"
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
@@ -29,7 +30,7 @@ const fakeModels = "examples/testdata/fakemodels"
 
 // notPrograms are the Python files under examples/ that are modules of a
 // program, not stage programs.
-var notPrograms = []string{"examples/espeak/voices.py"}
+var notPrograms = []string{"examples/espeak/voices.py", "examples/onnx-line/png.py"}
 
 // example is a stage program and what the battery says of it (as expect
 // reads want).
@@ -37,6 +38,7 @@ type example struct {
 	program string            // from the repository's root
 	env     map[string]string // beyond PATH; paths from the root are made absolute
 	needs   string            // a tool it runs, beyond python3
+	files   []string          // files it reads (models), absolute
 	input   *Input            // nil: the battery's typical input
 	want    map[string]string
 }
@@ -50,6 +52,14 @@ func examples(t *testing.T) []example {
 		t.Fatal(err)
 	}
 	sdk := map[string]string{"PYTHONPATH": "sdk/python"}
+	// Scores of PP-OCRv4's recognizer for 4 steps: decode.py's input.
+	const classes = 6625
+	scores := make([]float32, 4*classes)
+	for t, class := range []int{40, 40, 0, 41} {
+		scores[t*classes+class] = 1
+	}
+	probs := &Input{Kind: engine.KindTensor, Prompt: "", Chunks: []engine.Chunk{{Tensors: &engine.Tensors{Tensors: []engine.Tensor{
+		engine.Float32Tensor("probs", []int64{1, 4, classes}, scores)}}}}}
 	noParams := map[string]string{"unknown-param": "skip", "check-param": "skip", "bad-params": "skip"}
 	return []example{
 		{program: "examples/echo-raw/echo.py", want: map[string]string{"hello": "pass: echo takes audio, makes audio, 4 jobs at once (input window 8); params: gain"}},
@@ -76,6 +86,20 @@ func examples(t *testing.T) []example {
 		}},
 		{program: "sdk/python/tests/gain.py", env: sdk, want: map[string]string{"hello": "pass: gain takes audio, makes audio, 4 jobs at once (input window 8); params: gain"}},
 		{program: "sdk/python/tests/echo.py", env: sdk, want: noParams},
+		{program: "sdk/python/tests/batcher.py", env: sdk, want: map[string]string{"*": "skip",
+			"hello": "pass: batcher takes audio, makes audio, in batches of up to 4 jobs, 2 batches at once; params: gain",
+			"warm":  "pass", "shutdown": "pass", "stdin-eof": "pass", "unknown-param": "pass", "check-param": "pass: refused",
+			"batch": "pass: batches of 6 jobs in all: the 4 typical ones done, each with the output its input makes alone; a chunk of text refused: bad_input: a text chunk, but the stage takes audio; a gain of the wrong type refused: bad_params naming gain"}},
+		{program: "examples/onnx-line/prep.py", want: map[string]string{
+			"hello":       "pass: line-prep takes image, makes tensor, 2 jobs at once (input window 8)",
+			"job":         "pass: 1 tensor chunk (1 tensors), then done",
+			"slow-reader": "skip", "unknown-param": "skip", "check-param": "skip", "bad-params": "skip",
+		}},
+		{program: "examples/onnx-line/decode.py", input: probs, files: []string{"/usr/local/share/omnistage/models/ppocr-v4/ppocr_keys_v1.txt"}, want: map[string]string{"*": "skip",
+			"hello": "pass: line-decode takes tensor, makes text, in batches of up to 16 jobs, 1 batch at a time",
+			"warm":  "pass", "shutdown": "pass", "stdin-eof": "pass",
+			"batch": "pass: a batch of 5 jobs: the 4 typical ones done; a chunk of text refused: bad_input",
+		}},
 		{program: "examples/broken/mute.py", want: map[string]string{"hello": "pass", "warm": "fail: no ready within 3s", "*": "skip"}},
 		{program: "examples/broken/crash.py", want: map[string]string{
 			"job":          "fail: MemoryError: the model ran out of memory",
@@ -112,6 +136,11 @@ func TestExamples(t *testing.T) {
 			if ex.needs != "" {
 				if _, err := exec.LookPath(ex.needs); err != nil {
 					t.Skipf("%s needs %s: %v", ex.program, ex.needs, err)
+				}
+			}
+			for _, f := range ex.files {
+				if _, err := os.Stat(f); err != nil {
+					t.Skipf("%s needs %s: %v", ex.program, f, err)
 				}
 			}
 			// No __pycache__ left in the tree.

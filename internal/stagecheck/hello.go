@@ -35,8 +35,11 @@ func checkHello(h *stageproto.Header) (*Stage, []string) {
 	if h.Window < 0 {
 		bad("window %d is negative", h.Window)
 	}
+	if h.MaxBatch < 0 {
+		bad("max_batch %d is negative", h.MaxBatch)
+	}
 	s := &Stage{Name: h.Name, Input: engine.Kind(h.Input), Output: engine.Kind(h.Output),
-		MaxJobs: max(h.MaxJobs, 0), Window: max(h.Window, 0), Voices: h.Voices}
+		MaxJobs: max(h.MaxJobs, 0), Window: max(h.Window, 0), MaxBatch: max(h.MaxBatch, 0), Voices: h.Voices}
 	if s.MaxJobs == 0 {
 		s.MaxJobs = stageproto.DefaultMaxJobs
 	}

@@ -75,6 +75,9 @@ func TestNewInput(t *testing.T) {
 		{"frames", []byte{1}, "an input of kind frames cannot be given in a file"},
 		{"Phonemes", []byte{1}, `"Phonemes" is not a kind`},
 		{"phonemes", []byte("h@'l@U"), "phonemes 6"},
+		{"image", imageInput(0).Chunks[0].Image.Bytes, "image png 96×32"},
+		{"image", []byte("GIF89a"), "the input file: "},
+		{"tensor", []byte{1}, "an input of kind tensor cannot be given in a file"},
 	} {
 		in, err := NewInput(tc.kind, tc.data)
 		var got string
@@ -107,12 +110,14 @@ func describeChunk(c engine.Chunk) string {
 		return fmt.Sprintf("audio %d", len(c.Audio.Samples))
 	case c.Data != nil:
 		return fmt.Sprintf("%s %d", c.Data.Kind, len(c.Data.Bytes))
+	case c.Image != nil:
+		return fmt.Sprintf("image %s %d×%d", c.Image.Format, c.Image.Width, c.Image.Height)
 	}
 	return string(c.Kind())
 }
 
 func TestTypicalInputs(t *testing.T) {
-	for _, kind := range []engine.Kind{engine.KindText, engine.KindAudio, engine.KindTimestamps} {
+	for _, kind := range []engine.Kind{engine.KindText, engine.KindAudio, engine.KindTimestamps, engine.KindImage} {
 		in, why := typicalInput(kind)
 		if in == nil || in.Kind != kind || len(in.Chunks) == 0 {
 			t.Errorf("%s: %+v (%s)", kind, in, why)
@@ -135,7 +140,15 @@ func TestTypicalInputs(t *testing.T) {
 	if !distinct || sameOutput(a0.Chunks, a1.Chunks) {
 		t.Error("the tones of two jobs are the same")
 	}
-	for _, kind := range []engine.Kind{engine.KindFrames, "phonemes"} {
+	i0, _ := imageInput(0).variant(0)
+	i1, _ := imageInput(0).variant(1)
+	if bytes.Equal(i0.Chunks[0].Image.Bytes, i1.Chunks[0].Image.Bytes) {
+		t.Error("the images of two jobs are the same")
+	}
+	if err := i0.Chunks[0].Image.Check(); err != nil {
+		t.Errorf("the typical image: %v", err)
+	}
+	for _, kind := range []engine.Kind{engine.KindFrames, engine.KindTensor, engine.KindRegions, "phonemes"} {
 		if in, why := typicalInput(kind); in != nil || why == "" {
 			t.Errorf("%s: %+v, %q; want no input and why", kind, in, why)
 		}

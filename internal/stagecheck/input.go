@@ -7,12 +7,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"math"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/imaging"
 )
 
 // Input is the input of a job: chunks of one kind, and the request's text
@@ -38,8 +42,8 @@ const (
 
 // NewInput returns the input the user gives for a stage taking kind: for
 // text, data is the text; for audio, a WAV file (16-bit mono PCM), sent in
-// chunks of 100 ms and an end-of-sentence mark; for a kind a pipeline
-// declares, data is one chunk's bytes.
+// chunks of 100 ms and an end-of-sentence mark; for image, a PNG, JPEG or
+// WebP file; for a kind a pipeline declares, data is one chunk's bytes.
 func NewInput(kind engine.Kind, data []byte) (*Input, error) {
 	switch {
 	case kind == engine.KindText:
@@ -53,8 +57,14 @@ func NewInput(kind engine.Kind, data []byte) (*Input, error) {
 			return nil, fmt.Errorf("the input file: %w", err)
 		}
 		return &Input{Kind: kind, Chunks: splitAudio(a), Prompt: sentence}, nil
+	case kind == engine.KindImage:
+		im, err := imaging.Header(data, imaging.DefaultLimits)
+		if err != nil {
+			return nil, fmt.Errorf("the input file: %w", err)
+		}
+		return &Input{Kind: kind, Chunks: []engine.Chunk{{Image: &im}}, Prompt: sentence}, nil
 	case kind.Valid():
-		return nil, fmt.Errorf("an input of kind %s cannot be given in a file: give text, audio (a WAV file) or a kind of the pipeline's own", kind)
+		return nil, fmt.Errorf("an input of kind %s cannot be given in a file: give text, audio (a WAV file), an image or a kind of the pipeline's own", kind)
 	case !engine.KindNameOK(string(kind)):
 		return nil, fmt.Errorf("%q is not a kind: lower-case letters, digits, '.', '_' or '-', starting with a letter", kind)
 	}
@@ -71,6 +81,10 @@ func typicalInput(kind engine.Kind) (*Input, string) {
 		return toneInput(0), ""
 	case engine.KindTimestamps:
 		return wordsInput(), ""
+	case engine.KindImage:
+		return imageInput(0), ""
+	case engine.KindTensor, engine.KindRegions:
+		return nil, fmt.Sprintf("no typical %s input: a %s stage's input is its pipeline's own; the stage can be checked in its pipeline only", kind, kind)
 	case engine.KindFrames, engine.KindSegments:
 		return nil, fmt.Sprintf("no typical %s input: %s depend on a talker's voice; the stage can be checked in its pipeline only", kind, kind)
 	}
@@ -124,6 +138,27 @@ func wordsInput() *Input {
 		pos = start + len(w)
 	}
 	return &Input{Kind: engine.KindTimestamps, Chunks: []engine.Chunk{{Words: &engine.Words{Words: words}}}, Prompt: sentence}
+}
+
+// imageInput is a PNG file of a black bar on white, 96×32 pixels, the
+// bar longer for each i.
+func imageInput(i int) *Input {
+	m := image.NewGray(image.Rect(0, 0, 96, 32))
+	for y := range 32 {
+		for x := range 96 {
+			v := uint8(255)
+			if y >= 12 && y < 20 && x >= 8 && x < 24+8*(i%8) {
+				v = 0
+			}
+			m.SetGray(x, y, color.Gray{Y: v})
+		}
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, m); err != nil {
+		panic(err) // an in-memory image of a fixed size always encodes
+	}
+	im := &engine.Image{Format: "png", Width: 96, Height: 32, Bytes: b.Bytes()}
+	return &Input{Kind: engine.KindImage, Chunks: []engine.Chunk{{Image: im}}, Prompt: sentence, variants: imageInput}
 }
 
 // variant returns the input of the i-th of several jobs at once, and

@@ -276,7 +276,7 @@ func outputOf(out []engine.Chunk) string {
 	}
 	kind := out[0].Kind()
 	n := plural(len(out), string(kind)+" chunk")
-	var samples, marks, bytes, words, frames int
+	var samples, marks, bytes, words, frames, items int
 	rate := 0
 	for _, ch := range out {
 		switch {
@@ -296,6 +296,12 @@ func outputOf(out []engine.Chunk) string {
 			frames += ch.Frames.Len()
 		case ch.Segments != nil:
 			frames += len(ch.Segments.Names)
+		case ch.Tensors != nil:
+			items += len(ch.Tensors.Tensors)
+		case ch.Image != nil:
+			bytes += len(ch.Image.Bytes)
+		case ch.Regions != nil:
+			items += len(ch.Regions.Regions)
 		}
 	}
 	switch kind {
@@ -307,6 +313,10 @@ func outputOf(out []engine.Chunk) string {
 		return fmt.Sprintf("%s (%d frames)", n, frames)
 	case engine.KindSegments:
 		return fmt.Sprintf("%s (%d segments)", n, frames)
+	case engine.KindTensor:
+		return fmt.Sprintf("%s (%d tensors)", n, items)
+	case engine.KindRegions:
+		return fmt.Sprintf("%s (%d regions)", n, items)
 	}
 	return fmt.Sprintf("%s (%d bytes)", n, bytes)
 }

@@ -43,13 +43,16 @@ type Result struct {
 
 // Stage is what the program's hello says it is.
 type Stage struct {
-	Name    string                          `json:"name"`
-	Input   engine.Kind                     `json:"input"`
-	Output  engine.Kind                     `json:"output"`
-	MaxJobs int                             `json:"max_jobs"`
-	Window  int                             `json:"window"`
-	Params  map[string]stageproto.ParamInfo `json:"params,omitempty"`
-	Voices  []engine.Voice                  `json:"voices,omitempty"`
+	Name    string      `json:"name"`
+	Input   engine.Kind `json:"input"`
+	Output  engine.Kind `json:"output"`
+	MaxJobs int         `json:"max_jobs"`
+	Window  int         `json:"window"`
+	// MaxBatch is the most jobs a batch may hold; 0 when the stage takes
+	// jobs, not batches.
+	MaxBatch int                             `json:"max_batch,omitempty"`
+	Params   map[string]stageproto.ParamInfo `json:"params,omitempty"`
+	Voices   []engine.Voice                  `json:"voices,omitempty"`
 }
 
 // paramNames returns the names of the params the stage declares, sorted.
@@ -74,6 +77,13 @@ func (s *Stage) String() string {
 		jobs = fmt.Sprintf("%d jobs at once", s.MaxJobs)
 	}
 	line := fmt.Sprintf("%s takes %s, makes %s, %s (input window %d)", name, s.Input, s.Output, jobs, s.Window)
+	if s.MaxBatch > 0 {
+		batches := "1 batch at a time"
+		if s.MaxJobs > 1 {
+			batches = fmt.Sprintf("%d batches at once", s.MaxJobs)
+		}
+		line = fmt.Sprintf("%s takes %s, makes %s, in batches of up to %d jobs, %s", name, s.Input, s.Output, s.MaxBatch, batches)
+	}
 	if len(s.Params) > 0 {
 		line += "; params: " + strings.Join(s.paramNames(), ", ")
 	}

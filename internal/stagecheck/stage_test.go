@@ -28,7 +28,9 @@ const testStageEnv = "OMNISTAGE_STAGECHECK_TEST_STAGE"
 // cancelled), deaf (stops there and ignores cancel), fail (fails a job
 // there), silent (no hello), refuse (refuses to warm up), badexit (exits
 // with status 1 when asked to stop), badhello (a hello of protocol 2, and
-// a voice with no name).
+// a voice with no name), batch (takes batches of up to 3 jobs, each
+// echoed as echo does), batchlax (batches, taking chunks of any kind),
+// batchmix (batches, each job's output another's).
 func runTestStage(mode string) int {
 	hello := stageproto.Hello{Name: "test-" + mode, Input: "audio", Output: "audio", MaxJobs: 2,
 		Params: map[string]stageproto.ParamInfo{"gain": {Type: "number"}},
@@ -43,6 +45,8 @@ func runTestStage(mode string) int {
 		return 0
 	case "serial":
 		hello.MaxJobs = 1
+	case "batch", "batchlax", "batchmix":
+		hello.MaxBatch = 3
 	case "text":
 		hello.Input = "text"
 	}
@@ -155,4 +159,30 @@ func echo(c engine.Chunk, gain float64) engine.Chunk {
 		a.Samples[i] = int16(float64(v) * gain)
 	}
 	return engine.Chunk{Audio: &a}
+}
+
+// RunBatch echoes each job's chunk as Process does its first; a chunk of
+// a kind the stage does not take, or a gain out of range, fails its job
+// alone. In mode batchmix each job gets the next one's output.
+func (s *testStage) RunBatch(_ context.Context, items []*engine.BatchItem) error {
+	for _, it := range items {
+		u := it.Input.(*stageprog.BatchUnit)
+		gain, err := s.gain(u.Job.Params)
+		switch {
+		case err != nil:
+			it.Err = err
+		case s.mode != "batchlax" && u.Chunk.Kind() != s.input:
+			it.Err = &engine.InputError{Reason: fmt.Sprintf("want %s, got %s", s.input, u.Chunk.Kind())}
+		default:
+			it.Output = []engine.Chunk{echo(u.Chunk, gain)}
+		}
+	}
+	if s.mode == "batchmix" && len(items) > 1 {
+		first := items[0].Output
+		for i := range items[:len(items)-1] {
+			items[i].Output = items[i+1].Output
+		}
+		items[len(items)-1].Output = first
+	}
+	return nil
 }

@@ -72,9 +72,10 @@ func (o *Options) config() json.RawMessage {
 type testCase struct {
 	name string
 	// started: the case needs a program that said hello and warmed up;
-	// input: and an input for its jobs.
-	started, input bool
-	run            func(*checker, context.Context) Result
+	// input: and an input for its jobs; jobs: and a stage that takes jobs
+	// (not batches).
+	started, input, jobs bool
+	run                  func(*checker, context.Context) Result
 }
 
 // cases is the battery, in the order it runs.
@@ -84,14 +85,15 @@ var cases = []testCase{
 	{name: "shutdown", started: true, run: (*checker).shutdown},
 	{name: "stdin-eof", started: true, run: (*checker).stdinEOF},
 	{name: "unknown-param", started: true, run: (*checker).unknownParam},
-	{name: "job", started: true, run: (*checker).job},
-	{name: "concurrent", started: true, input: true, run: (*checker).concurrent},
-	{name: "cancel", started: true, input: true, run: (*checker).cancel},
+	{name: "job", started: true, jobs: true, run: (*checker).job},
+	{name: "concurrent", started: true, jobs: true, input: true, run: (*checker).concurrent},
+	{name: "cancel", started: true, jobs: true, input: true, run: (*checker).cancel},
 	{name: "check-param", started: true, run: (*checker).checkParam},
-	{name: "bad-params", started: true, run: (*checker).badParams},
-	{name: "bad-input", started: true, run: (*checker).badInput},
-	{name: "slow-reader", started: true, input: true, run: (*checker).slowReader},
-	{name: "input-credit", started: true, input: true, run: (*checker).inputCredit},
+	{name: "bad-params", started: true, jobs: true, run: (*checker).badParams},
+	{name: "bad-input", started: true, jobs: true, run: (*checker).badInput},
+	{name: "slow-reader", started: true, jobs: true, input: true, run: (*checker).slowReader},
+	{name: "input-credit", started: true, jobs: true, input: true, run: (*checker).inputCredit},
+	{name: "batch", started: true, run: (*checker).batch},
 }
 
 // CaseNames lists the battery's cases, in the order they run.
@@ -130,6 +132,8 @@ func Run(ctx context.Context, opts Options) Report {
 			r = skip("interrupted")
 		case tc.started && !c.started:
 			r = skip("the program did not start (see hello and warm)")
+		case tc.jobs && c.stage.MaxBatch > 0:
+			r = skip("the stage takes batches (max_batch %d): the runtime sends it no job (see batch)", c.stage.MaxBatch)
 		case tc.input && c.input == nil:
 			r = skip("no input (see job)")
 		default:

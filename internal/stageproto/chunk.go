@@ -13,8 +13,19 @@ import (
 
 // EncodeChunk returns the header fields and data of c. The data may share
 // c's memory (an audio chunk's samples, on a little-endian host): it is
-// for writing, not for keeping.
+// for writing, not for keeping. A tensor, image or regions chunk that is
+// not valid is refused (engine's Check); a chunk whose data passes
+// MaxData is an *engine.InputError (the request's data is too large for a
+// stage program; a regions chunk is cut to fit first, by SplitChunk).
 func EncodeChunk(c engine.Chunk) (ChunkHeader, []byte, error) {
+	h, data, err := encodeChunk(c)
+	if err == nil && len(data) > MaxData {
+		return ChunkHeader{}, nil, &engine.InputError{Reason: fmt.Sprintf("a %s chunk of %d bytes; a stage program takes at most %d MiB in one", h.Kind, len(data), MaxData>>20)}
+	}
+	return h, data, err
+}
+
+func encodeChunk(c engine.Chunk) (ChunkHeader, []byte, error) {
 	switch {
 	case c.Text != nil:
 		return ChunkHeader{Kind: string(engine.KindText)}, []byte(c.Text.Text), nil
@@ -41,6 +52,12 @@ func EncodeChunk(c engine.Chunk) (ChunkHeader, []byte, error) {
 		return ChunkHeader{Kind: string(engine.KindSegments), Voice: s.Voice, Names: s.Names, Ends: s.Ends, Cluster: s.Cluster, TargetPos: s.TargetPos, TargetF0: s.TargetF0}, nil, nil
 	case c.Data != nil:
 		return ChunkHeader{Kind: string(c.Data.Kind), Meta: c.Data.Meta}, c.Data.Bytes, nil
+	case c.Tensors != nil:
+		return encodeTensors(c.Tensors)
+	case c.Image != nil:
+		return encodeImage(c.Image)
+	case c.Regions != nil:
+		return encodeRegions(c.Regions)
 	}
 	return ChunkHeader{}, nil, fmt.Errorf("stage protocol: an empty chunk")
 }
@@ -80,6 +97,12 @@ func DecodeChunk(h *ChunkHeader, data []byte) (engine.Chunk, error) {
 			return bad("names, ends and cluster (and target_pos and target_f0) must have one entry each")
 		}
 		return engine.Chunk{Segments: &engine.Segments{Voice: h.Voice, Names: h.Names, Ends: h.Ends, Cluster: h.Cluster, TargetPos: h.TargetPos, TargetF0: h.TargetF0}}, nil
+	case engine.KindTensor:
+		return decodeTensors(h, data, bad)
+	case engine.KindImage:
+		return decodeImage(h, data, bad)
+	case engine.KindRegions:
+		return decodeRegions(h, data, bad)
 	}
 	if err := engine.CheckMeta(h.Meta); err != nil {
 		return bad("%v", err)

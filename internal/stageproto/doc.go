@@ -25,6 +25,7 @@ const (
 	TypeCheck     = "check"
 	TypeChecked   = "checked"
 	TypeJob       = "job"
+	TypeBatch     = "batch"
 	TypeInput     = "input"
 	TypeInputEnd  = "input_end"
 	TypeOutput    = "output"

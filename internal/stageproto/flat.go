@@ -27,6 +27,9 @@ var flatFields = map[string]flatField{
 	"sample_rate":     {int: func(h *Header) *int { return &h.SampleRate }},
 	"chunks":          {int: func(h *Header) *int { return &h.Chunks }},
 	"end_of_sentence": {flag: func(h *Header) *bool { return &h.EndOfSentence }},
+	"format":          {str: func(h *Header) *string { return &h.Format }},
+	"width":           {int: func(h *Header) *int { return &h.Width }},
+	"height":          {int: func(h *Header) *int { return &h.Height }},
 }
 
 // decodeFlat decodes line into h, which is zero, and reports whether it
@@ -172,8 +175,8 @@ func (p *flatParser) boolean() (bool, bool) {
 
 // appendFlat appends the header JSON encodes v as, when v is one of the
 // shapes of a job's chunks and credit (Chunk of a kind whose fields are
-// a sample rate and an end-of-sentence mark at most, Credit, JobEvent,
-// Bare) and its strings need no escaping; ok is false otherwise. The
+// a sample rate and an end-of-sentence mark, or an image's format and
+// size, at most; Credit, JobEvent, Bare) and its strings need no escaping; ok is false otherwise. The
 // bytes are json.Marshal's.
 func appendFlat(b []byte, v any) (_ []byte, ok bool) {
 	switch m := v.(type) {
@@ -181,7 +184,7 @@ func appendFlat(b []byte, v any) (_ []byte, ok bool) {
 		c := &m.ChunkHeader
 		if c.Words != nil || c.Voice != "" || c.Channels != 0 || c.StrChannels != 0 || c.FrameShift != 0 ||
 			c.Names != nil || c.Ends != nil || c.Cluster != nil || c.TargetPos != nil || c.TargetF0 != nil || c.Meta != nil ||
-			!plain(m.Type) || !plain(c.Kind) {
+			c.Tensors != nil || c.Regions != nil || !plain(m.Type) || !plain(c.Kind) || !plain(c.Format) {
 			return b, false
 		}
 		b = appendJob(b, m.Type, m.Job)
@@ -193,6 +196,15 @@ func appendFlat(b []byte, v any) (_ []byte, ok bool) {
 		}
 		if c.EndOfSentence {
 			b = append(b, `,"end_of_sentence":true`...)
+		}
+		if c.Format != "" {
+			b = append(append(append(b, `,"format":"`...), c.Format...), '"')
+		}
+		if c.Width != 0 {
+			b = strconv.AppendInt(append(b, `,"width":`...), int64(c.Width), 10)
+		}
+		if c.Height != 0 {
+			b = strconv.AppendInt(append(b, `,"height":`...), int64(c.Height), 10)
 		}
 		return append(b, '}'), true
 	case Credit:

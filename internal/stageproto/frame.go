@@ -130,10 +130,16 @@ func (w *Writer) Write(v any, data []byte) error {
 }
 
 // WriteRaw writes the message whose header is the JSON object hdr,
-// followed by data. hdr must not hold data_length, which WriteRaw adds.
-func (w *Writer) WriteRaw(hdr, data []byte) error {
+// followed by data, the concatenation of the parts given. hdr must not
+// hold data_length, which WriteRaw adds. A header or data past the
+// framing's limits is a *ProtocolError, and nothing is written.
+func (w *Writer) WriteRaw(hdr []byte, data ...[]byte) error {
 	if len(hdr) < 2 || hdr[len(hdr)-1] != '}' {
 		return errors.New("stage protocol: a header is a JSON object")
+	}
+	n := 0
+	for _, d := range data {
+		n += len(d)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -141,24 +147,27 @@ func (w *Writer) WriteRaw(hdr, data []byte) error {
 		return w.err
 	}
 	b := append(w.buf[:0], hdr[:len(hdr)-1]...)
-	if len(data) > 0 {
+	if n > 0 {
 		if len(hdr) > 2 {
 			b = append(b, ',')
 		}
 		b = append(b, `"data_length":`...)
-		b = strconv.AppendInt(b, int64(len(data)), 10)
+		b = strconv.AppendInt(b, int64(n), 10)
 	}
 	b = append(b, '}', '\n')
 	w.buf = b
-	if len(b) > MaxHeader {
+	switch {
+	case len(b) > MaxHeader:
 		return protocolErrorf("a %d-byte header is longer than %d bytes", len(b), MaxHeader)
+	case n > MaxData:
+		return protocolErrorf("%d bytes of data; the limit is %d", n, MaxData)
 	}
 	if _, err := w.w.Write(b); err != nil {
 		w.err = err
 		return err
 	}
-	if len(data) > 0 {
-		if _, err := w.w.Write(data); err != nil {
+	for _, d := range data {
+		if _, err := w.w.Write(d); err != nil {
 			w.err = err
 			return err
 		}

@@ -21,8 +21,10 @@ type Header struct {
 	Input    string         `json:"input"`
 	Output   string         `json:"output"`
 	MaxJobs  int            `json:"max_jobs"`
+	MaxBatch int            `json:"max_batch"`
 	Voices   []engine.Voice `json:"voices"`
-	// Window is hello's input window, or job's output window.
+	// Window is hello's input window, or the output window of job's job
+	// or of each of batch's.
 	Window int `json:"window"`
 	// Params are hello's descriptions of the params a program takes, or
 	// the params of check and job.
@@ -43,6 +45,9 @@ type Header struct {
 
 	// input and output: the chunk's kind and its fields
 	ChunkHeader
+
+	// batch
+	Jobs []BatchJob `json:"jobs"`
 
 	// credit
 	Chunks int `json:"chunks"`
@@ -70,6 +75,50 @@ type ChunkHeader struct {
 	TargetPos     []float32         `json:"target_pos,omitempty"`
 	TargetF0      []float32         `json:"target_f0,omitempty"`
 	Meta          map[string]string `json:"meta,omitempty"`
+	Tensors       []TensorField     `json:"tensors,omitempty"`
+	Format        string            `json:"format,omitempty"`
+	Width         int               `json:"width,omitempty"`
+	Height        int               `json:"height,omitempty"`
+	Regions       []RegionField     `json:"regions,omitempty"`
+}
+
+// TensorField describes one tensor of a tensor chunk; its elements are
+// in the chunk's data, after those of the tensors before it.
+type TensorField struct {
+	Name  string  `json:"name"`
+	DType string  `json:"dtype"`
+	Shape []int64 `json:"shape"`
+}
+
+// RegionField is one region of a regions chunk; its crop's pixels are in
+// the chunk's data, after those of the crops of the regions before it.
+type RegionField struct {
+	Index int `json:"index"`
+	// Box is four [x, y] corners.
+	Box        [][]float32 `json:"box"`
+	Score      float32     `json:"score"`
+	Crop       *CropField  `json:"crop,omitempty"`
+	Rotated    bool        `json:"rotated,omitempty"`
+	Text       string      `json:"text,omitempty"`
+	Confidence []float32   `json:"confidence,omitempty"`
+}
+
+// CropField is the size of a region's crop.
+type CropField struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+}
+
+// BatchJob is one job of a batch message: a job message's fields, and
+// the fields and data length of its one input chunk.
+type BatchJob struct {
+	Job       int64           `json:"job"`
+	RequestID string          `json:"request_id"`
+	StageID   int             `json:"stage_id"`
+	Params    json.RawMessage `json:"params"`
+	Prompt    string          `json:"prompt"`
+	ChunkHeader
+	DataLength int `json:"data_length,omitempty"`
 }
 
 // ParamFault is a param a program refuses: checked's error.
@@ -94,6 +143,7 @@ type (
 		Input    string               `json:"input"`
 		Output   string               `json:"output"`
 		MaxJobs  int                  `json:"max_jobs,omitempty"`
+		MaxBatch int                  `json:"max_batch,omitempty"`
 		Window   int                  `json:"window,omitempty"`
 		Params   map[string]ParamInfo `json:"params,omitempty"`
 		Voices   []engine.Voice       `json:"voices,omitempty"`

@@ -22,6 +22,19 @@
 // slow reader slows the program and nothing buffers without bound. A
 // cancelled job is cancelled in the program, which must acknowledge it.
 //
+// # Batches
+//
+// A program whose hello has max_batch takes batches instead of jobs: the
+// engine is an engine.Batcher, each input chunk of a request one unit of
+// work (one job of one input chunk, its output taken when it ends), and
+// the runtime gathers the units of concurrent requests into batch
+// messages of up to the stage's max_batch (and the program's) as it does
+// for any batching engine. A batch takes one of the program's max_jobs
+// slots. With a program that does not batch, the engine is a Batcher all
+// the same (whether a program batches is known only once it has said
+// hello), but Process hands nothing to the runtime's batches: the stage's
+// max_batch and max_batch_delay change nothing.
+//
 // # Losing a replica
 //
 // The replica is lost (engine.Loss) when the program exits, closes its
@@ -47,9 +60,14 @@ import (
 const Name = "external"
 
 // DeployKeys are the deploy keys the engine takes whatever the stage's
-// placement (engine.Driver.DeployKeys): they bound the stage's programs,
-// which run outside the runtime's process even with placement inproc.
-var DeployKeys = []string{"timeout", "warm_timeout"}
+// placement (engine.Driver.DeployKeys): timeout and warm_timeout bound the
+// stage's programs, which run outside the runtime's process even with
+// placement inproc; max_batch and max_batch_delay shape the batches of a
+// program that takes them. A stage takes the batch keys whatever its
+// program: they are set before any program says what it takes, and
+// change nothing for one that does not batch (nor does the default,
+// max_batch 8, which every stage has).
+var DeployKeys = []string{"timeout", "warm_timeout", "max_batch", "max_batch_delay"}
 
 // Options are a stage's deploy options.
 type Options struct {

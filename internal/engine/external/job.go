@@ -54,6 +54,7 @@ func (j *job) idle() time.Duration {
 // event is one output chunk of a job, or its end (end set; err nil when
 // the job is done, cancelled true when the program answered a cancel).
 type event struct {
+	job       *job
 	chunk     engine.Chunk
 	end       bool
 	cancelled bool
@@ -63,7 +64,7 @@ type event struct {
 // deliver hands the job a message of the program's (on the reader's
 // goroutine). An error breaches the protocol.
 func (j *job) deliver(e *Engine, h *stageproto.Header, data []byte) error {
-	var ev event
+	ev := event{job: j}
 	switch h.Type {
 	case stageproto.TypeCredit:
 		if h.Chunks <= 0 {
@@ -134,10 +135,14 @@ func (e *Engine) endJobIf(j *job, end bool) {
 // program may send before the runtime takes them.
 const outputWindow = stageproto.DefaultWindow
 
-// Process implements engine.Engine: the program runs jb.
+// Process implements engine.Engine: the program runs jb, as a job, or,
+// when it takes batches, as units in the runtime's batches (RunBatch).
 func (e *Engine) Process(ctx context.Context, jb *engine.Job) error {
 	if err := e.Loss.Err(); err != nil {
 		return err
+	}
+	if e.info.MaxBatch > 0 {
+		return e.processUnits(ctx, jb)
 	}
 	select {
 	case e.slots <- struct{}{}:
@@ -177,8 +182,14 @@ func (e *Engine) startJob(jb *engine.Job) (*job, error) {
 }
 
 // writeError is the error of a job whose message could not be written:
-// the program's input is gone, so the replica is.
+// one past the framing's limits (a *stageproto.ProtocolError: nothing was
+// written) fails the job alone; otherwise the program's input is gone, so
+// the replica is.
 func (e *Engine) writeError(err error) error {
+	var pe *stageproto.ProtocolError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: stage %d (%s): %w", Name, e.spec.StageID, e.spec.Name, err)
+	}
 	e.lose(fmt.Errorf("writing to the program: %w", err))
 	return e.Loss.Err()
 }
@@ -265,26 +276,28 @@ func (e *Engine) pump(ctx context.Context, j *job, in engine.Source) error {
 		if err != nil {
 			return err
 		}
-		for credit == 0 {
-			select {
-			case n := <-j.credit:
-				credit += n
-			case <-ctx.Done():
-				return ctx.Err()
+		for _, piece := range stageproto.SplitChunk(c) {
+			for credit == 0 {
+				select {
+				case n := <-j.credit:
+					credit += n
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
+			h, data, err := stageproto.EncodeChunk(piece)
+			if err != nil {
+				return err
+			}
+			// Counted before it is written: the program may answer with credit
+			// before Write returns.
+			j.sent.Add(1)
+			if err := e.w.Write(stageproto.Chunk{Type: stageproto.TypeInput, Job: j.id, ChunkHeader: h}, data); err != nil {
+				return e.writeError(err)
+			}
+			credit--
+			j.active.Store(time.Now().UnixNano())
 		}
-		h, data, err := stageproto.EncodeChunk(c)
-		if err != nil {
-			return err
-		}
-		// Counted before it is written: the program may answer with credit
-		// before Write returns.
-		j.sent.Add(1)
-		if err := e.w.Write(stageproto.Chunk{Type: stageproto.TypeInput, Job: j.id, ChunkHeader: h}, data); err != nil {
-			return e.writeError(err)
-		}
-		credit--
-		j.active.Store(time.Now().UnixNano())
 	}
 }
 

@@ -279,8 +279,8 @@ func (e *Engine) checkHello(h *stageproto.Header) error {
 		return fmt.Errorf("the program speaks protocol version %d; this runtime speaks %d", h.Protocol, stageproto.Version)
 	case h.Input != string(e.spec.Input) || h.Output != string(e.spec.Output):
 		return fmt.Errorf("the program takes %q and makes %q, but stage %d (%s) takes %s and makes %s", h.Input, h.Output, e.spec.StageID, e.spec.Name, e.spec.Input, e.spec.Output)
-	case h.MaxJobs < 0 || h.Window < 0:
-		return fmt.Errorf("the program's hello has max_jobs %d and window %d: neither may be negative", h.MaxJobs, h.Window)
+	case h.MaxJobs < 0 || h.Window < 0 || h.MaxBatch < 0:
+		return fmt.Errorf("the program's hello has max_jobs %d, window %d and max_batch %d: none may be negative", h.MaxJobs, h.Window, h.MaxBatch)
 	}
 	if h.MaxJobs == 0 {
 		h.MaxJobs = stageproto.DefaultMaxJobs

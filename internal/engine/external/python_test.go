@@ -7,6 +7,7 @@ package external
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,6 +202,12 @@ func TestPythonKinds(t *testing.T) {
 		{Frames: &engine.Frames{Voice: "slt", Channels: 2, StrChannels: 1, FrameShift: 0.005, Params: []float32{1, 2, 3, 4}, Str: []float32{0.5, 0.25}}},
 		{Segments: &engine.Segments{Voice: "kal", Names: []string{"pau", "h"}, Ends: []float32{0.1, 0.2}, Cluster: []bool{false, true}, TargetPos: []float32{0.05}, TargetF0: []float32{110}}},
 		{Data: &engine.Data{Kind: "phonemes", Bytes: []byte("h@loU"), Meta: map[string]string{"alphabet": "x-sampa"}}},
+		{Tensors: &engine.Tensors{Tensors: []engine.Tensor{engine.Float32Tensor("x", []int64{1, 2}, []float32{0.5, -1}),
+			{Name: "mask", Type: engine.Bool, Shape: []int64{}, Data: []byte{1}}}}},
+		{Image: &engine.Image{Format: "jpeg", Width: 3, Height: 2, Bytes: []byte("\xff\xd8...")}},
+		{Regions: &engine.Regions{Width: 40, Height: 20, Regions: []engine.Region{
+			{Index: 0, Box: [4]engine.Point{{X: 1, Y: 2}, {X: 30, Y: 2.5}, {X: 30, Y: 12}, {X: 1, Y: 11.5}}, Score: 0.9, Crop: &engine.Crop{Width: 2, Height: 1, Pixels: []byte{1, 2, 3, 4, 5, 6}}},
+			{Index: 1, Box: [4]engine.Point{{X: 1, Y: 2}, {X: 30, Y: 2.5}, {X: 30, Y: 12}, {X: 1, Y: 11.5}}, Score: 0.7, Rotated: true, Text: "Hé", Confidence: []float32{0.99, 0.5}}}}},
 	} {
 		t.Run(string(c.Kind()), func(t *testing.T) {
 			opts := pythonOptions(t, "echo.py", string(c.Kind()))
@@ -214,6 +221,42 @@ func TestPythonKinds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPythonBatches runs requests at a Python stage that takes batches
+// (process_batch): one batch of the runtime's reaches it as batch
+// messages of up to its max_batch, and each request gets its own output
+// or error.
+func TestPythonBatches(t *testing.T) {
+	e, stderr := start(t, "", python(t, "batcher.py"))
+	g := newGather(e, 5)
+	ctx := engine.WithBatches(context.Background(), g)
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Go(func() {
+			rate := 16000
+			if i == 3 {
+				rate = 8000
+			}
+			out, err := run(ctx, e, fmt.Sprintf(`{"gain": %d}`, i), audio(rate, 100))
+			switch {
+			case i == 3:
+				var ie *engine.InputError
+				if !errors.As(err, &ie) || ie.Reason != "want 16000 Hz, got 8000" {
+					t.Errorf("request %d: %v; want its own input error", i, err)
+				}
+			case err != nil:
+				t.Errorf("request %d: %v", i, err)
+			case !reflect.DeepEqual(out, []engine.Chunk{audio(16000, int16(100*i))}):
+				t.Errorf("request %d: %+v", i, out)
+			}
+		})
+	}
+	wg.Wait()
+	testkit.Eventually(t, "the program's batches of 4 and 1", func() bool {
+		s := stderr.String()
+		return strings.Contains(s, "batch of 4") && strings.Contains(s, "batch of 1")
+	})
 }
 
 // TestPythonUnitTests runs the SDK's own tests (sdk/python/tests).

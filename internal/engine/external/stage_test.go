@@ -39,6 +39,10 @@ func runTestStage(mode string) int {
 		return 0
 	case "text":
 		hello.Input = "text"
+	case "badtensor":
+		hello.Input, hello.Output = "tensor", "tensor"
+	case "batch", "batchstall":
+		hello.MaxBatch = 4
 	case "refuse":
 		// Says hello, then refuses to warm.
 	case "garbage":
@@ -46,6 +50,9 @@ func runTestStage(mode string) int {
 			time.Sleep(50 * time.Millisecond)
 			fmt.Fprintln(os.Stdout, "this is not a header")
 		}()
+	}
+	if k, ok := strings.CutPrefix(mode, "kind:"); ok {
+		hello.Input, hello.Output = k, k
 	}
 	fmt.Fprintln(os.Stderr, "test stage", mode, "starting")
 	err := stageprog.Serve(context.Background(), stageprog.Stdin(), w, hello, &testStage{mode: mode})
@@ -112,6 +119,16 @@ func (s *testStage) Process(ctx context.Context, job *engine.Job) error {
 		if err != nil {
 			return err
 		}
+		if s.mode == "badtensor" {
+			// Output of job 1 whose data is half its shape's, written
+			// by hand: stageprog's writer refuses to.
+			fmt.Fprint(os.Stdout, `{"type":"output","job":1,"kind":"tensor","tensors":[{"name":"x","dtype":"float32","shape":[2]}],"data_length":4}`+"\n\x00\x00\x80\x3f")
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		if s.mode == "kind:regions" {
+			fmt.Fprintf(os.Stderr, "regions chunk of %d regions\n", len(c.Regions.Regions))
+		}
 		switch {
 		case s.mode == "crash" && n == 1:
 			fmt.Fprintln(os.Stderr, "about to crash")
@@ -127,19 +144,7 @@ func (s *testStage) Process(ctx context.Context, job *engine.Job) error {
 		case s.mode == "badinput" && c.Audio != nil && c.Audio.SampleRate != 16000:
 			return &engine.InputError{Reason: fmt.Sprintf("want 16000 Hz, got %d", c.Audio.SampleRate)}
 		}
-		out := c
-		if c.Audio != nil && gain != 1 { // at gain 1, an echo: the chunk as it came
-			a := *c.Audio
-			a.Samples = make([]int16, len(c.Audio.Samples))
-			for i, v := range c.Audio.Samples {
-				a.Samples[i] = int16(float64(v) * gain)
-			}
-			out.Audio = &a
-		}
-		if c.Text != nil {
-			out = engine.Chunk{Audio: &engine.Audio{SampleRate: 16000, Samples: []int16{int16(len(c.Text.Text))}}}
-		}
-		if err := job.Out.Send(ctx, out); err != nil {
+		if err := job.Out.Send(ctx, echo(c, gain)); err != nil {
 			return err
 		}
 		if s.mode == "slow" {
@@ -149,4 +154,55 @@ func (s *testStage) Process(ctx context.Context, job *engine.Job) error {
 			fmt.Fprintln(os.Stderr, strings.Repeat("n", 10))
 		}
 	}
+}
+
+// echo is the output of chunk c: audio scaled by gain (at gain 1, the
+// chunk as it came), for text a sample of its length, else c.
+func echo(c engine.Chunk, gain float64) engine.Chunk {
+	out := c
+	if c.Audio != nil && gain != 1 {
+		a := *c.Audio
+		a.Samples = make([]int16, len(c.Audio.Samples))
+		for i, v := range c.Audio.Samples {
+			a.Samples[i] = int16(float64(v) * gain)
+		}
+		out.Audio = &a
+	}
+	if c.Text != nil {
+		out = engine.Chunk{Audio: &engine.Audio{SampleRate: 16000, Samples: []int16{int16(len(c.Text.Text))}}}
+	}
+	return out
+}
+
+// RunBatch echoes each item's chunk, scaled by its job's gain, and says
+// on standard error how many items the batch held; an item of audio not
+// at 16 kHz or with a gain out of range fails alone. In mode batchstall,
+// it makes nothing until the runtime cancels every job.
+func (s *testStage) RunBatch(ctx context.Context, items []*engine.BatchItem) error {
+	fmt.Fprintf(os.Stderr, "batch of %d\n", len(items))
+	for _, it := range items {
+		u := it.Input.(*stageprog.BatchUnit)
+		if s.mode == "batchstall" {
+			<-u.Ctx.Done()
+			it.Err = u.Ctx.Err()
+			continue
+		}
+		var p struct {
+			Gain *float64 `json:"gain"`
+		}
+		if err := s.CheckParams(u.Job.Params); err != nil {
+			it.Err = err
+			continue
+		}
+		gain := 1.0
+		if _ = engine.DecodeParams(u.Job.Params, &p); p.Gain != nil {
+			gain = *p.Gain
+		}
+		if a := u.Chunk.Audio; a != nil && a.SampleRate != 16000 {
+			it.Err = &engine.InputError{Reason: fmt.Sprintf("want 16000 Hz, got %d", a.SampleRate)}
+			continue
+		}
+		it.Output = []engine.Chunk{echo(u.Chunk, gain)}
+	}
+	return nil
 }

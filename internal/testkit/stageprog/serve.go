@@ -21,7 +21,8 @@ import (
 // Serve speaks the program's side of the protocol on r and w for e: it
 // says hello, warms e on warm, checks params when e is an
 // engine.ParamsChecker, and runs each job with e.Process, its input and
-// output against credit. It returns nil when the runtime asks it to shut
+// output against credit, and each batch with e.RunBatch when e is an
+// engine.Batcher (hello's MaxBatch says it takes batches). It returns nil when the runtime asks it to shut
 // down or closes r (once the jobs running have ended: they are
 // cancelled), and an error when the runtime breaks the protocol or w
 // fails.
@@ -62,7 +63,8 @@ type progJob struct {
 	ended  bool              // input_end came; guarded by server.mu
 	credit chan int          // the runtime's credit for output
 	cancel context.CancelFunc
-	taken  int // input chunks taken and not yet credited; Recv's own
+	ctx    context.Context // a batch's job's; nil for a job
+	taken  int             // input chunks taken and not yet credited; Recv's own
 }
 
 func (s *server) loop(ctx context.Context, r *stageproto.Reader) error {
@@ -106,6 +108,8 @@ func (s *server) handle(ctx context.Context, h *stageproto.Header, data []byte) 
 	case stageproto.TypeJob:
 		s.start(ctx, h)
 		return false, nil
+	case stageproto.TypeBatch:
+		return false, s.batch(ctx, h, data)
 	case stageproto.TypeInput, stageproto.TypeInputEnd, stageproto.TypeCredit, stageproto.TypeCancel:
 		return false, s.jobMessage(h, data)
 	case stageproto.TypeShutdown:
@@ -138,6 +142,9 @@ func (s *server) jobMessage(h *stageproto.Header, data []byte) error {
 			return protocolError("input for job %d beyond the credit the program gave", j.id)
 		}
 	case stageproto.TypeInputEnd:
+		if j.in == nil {
+			return protocolError("input_end for job %d, of a batch", j.id)
+		}
 		if !j.ended {
 			j.ended = true
 			close(j.in)

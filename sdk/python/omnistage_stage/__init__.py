@@ -14,19 +14,26 @@ standard input and output. See docs/sdk-python.md.
                 job.send(chunk)
 
     st.run(Echo())
+
+A stage whose work runs faster several at once overrides process_batch
+instead of process: the runtime then hands it the input chunks of
+concurrent requests together, one job each.
 """
 
-from .chunks import Audio, Data, Frames, Segments, Text, Words
+from .chunks import Audio, Data, Frames, Image, Regions, Segments, Tensors, Text, Words
 from .errors import Cancelled, InputError, ParamError, ProtocolError
 from .job import Job
 from .server import run
 from .speech import Sentences, pcm16, send_pcm, sentences
 from .stage import Stage
+from .tensors import Tensor
+from .vision import Crop, Region
 from .wire import PROTOCOL_VERSION
 
 __version__ = "1.0.0"
 
 __all__ = [
-    "Audio", "Cancelled", "Data", "Frames", "InputError", "Job", "PROTOCOL_VERSION", "ParamError",
-    "ProtocolError", "Segments", "Sentences", "Stage", "Text", "Words", "pcm16", "run", "send_pcm", "sentences",
+    "Audio", "Cancelled", "Crop", "Data", "Frames", "Image", "InputError", "Job", "PROTOCOL_VERSION", "ParamError",
+    "ProtocolError", "Region", "Regions", "Segments", "Sentences", "Stage", "Tensor", "Tensors", "Text", "Words",
+    "pcm16", "run", "send_pcm", "sentences",
 ]

@@ -6,7 +6,9 @@ import json
 import sys
 from array import array
 
+from . import tensors, vision
 from .errors import ProtocolError
+from .tensors import Tensor
 
 MAX_META_ENTRIES = 64
 MAX_META_BYTES = 4096  # keys and values together, UTF-8
@@ -123,6 +125,67 @@ class Data(_Chunk):
         self.meta = meta if meta is not None else {}
 
 
+class Tensors(_Chunk):
+    """A chunk of kind tensor: one or more named tensors (Tensor), each
+    named once. chunk["x"] is the tensor named x; iterating gives them in
+    order. job.send takes a lone Tensor too, as a chunk of it alone."""
+
+    __slots__ = ("tensors",)
+    kind = "tensor"
+
+    def __init__(self, tensors):
+        self.tensors = list(tensors)
+
+    def __getitem__(self, name):
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def get(self, name, default=None):
+        """The tensor named name, or default."""
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        return default
+
+    def __iter__(self):
+        return iter(self.tensors)
+
+    def __len__(self):
+        return len(self.tensors)
+
+
+class Image(_Chunk):
+    """An encoded image (kind image): format ("png", "jpeg" or "webp"),
+    its width and height in pixels, and data, the file's bytes (on input,
+    bytes)."""
+
+    __slots__ = ("format", "width", "height", "data")
+    kind = "image"
+
+    def __init__(self, format, width, height, data):  # noqa: A002
+        self.format = format
+        self.width = width
+        self.height = height
+        self.data = data
+
+
+class Regions(_Chunk):
+    """Some of an image's text regions, in reading order (kind regions):
+    width and height are the image's, regions a list of Region. A stage
+    may send an image's regions in several chunks; job.send cuts a chunk
+    too large for one message into several."""
+
+    __slots__ = ("width", "height", "regions")
+    kind = "regions"
+
+    def __init__(self, width, height, regions=()):
+        self.width = width
+        self.height = height
+        self.regions = list(regions)
+
+
 def _floats(v):
     """The float32 little-endian bytes of v, a float list or array("f")."""
     a = v if isinstance(v, array) and v.typecode == "f" else array("f", v)
@@ -182,7 +245,18 @@ def encode(chunk):
         return fields, b""
     if t is Data:
         return _encode_data(chunk)
-    raise TypeError("not a chunk: %r (send Text, Audio, Words, Frames, Segments or Data)" % (chunk,))
+    if t is Tensors:
+        return tensors.encode(chunk.tensors)
+    if t is Tensor:
+        return tensors.encode([chunk])
+    if t is Image:
+        p = vision.image_problem(chunk.format, chunk.width, chunk.height, nbytes(_as_bytes(chunk.data, "Image.data")))
+        if p:
+            raise ValueError("Image: " + p)
+        return {"kind": "image", "format": chunk.format, "width": chunk.width, "height": chunk.height}, _as_bytes(chunk.data, "Image.data")
+    if t is Regions:
+        return vision.encode_regions(chunk.width, chunk.height, chunk.regions)
+    raise TypeError("not a chunk: %r (send Text, Audio, Words, Frames, Segments, Tensors, Image, Regions or Data)" % (chunk,))
 
 
 def encode_audio(a):
@@ -254,6 +328,15 @@ def decode(h, data):
         return Words(words)
     if kind == "frames":
         return _decode_frames(h, data)
+    if kind == "tensor":
+        return Tensors(tensors.decode(h, data))
+    if kind == "image":
+        p = vision.image_problem(h.get("format"), h.get("width"), h.get("height"), len(data))
+        if p:
+            raise ProtocolError("image chunk: " + p)
+        return Image(h["format"], h["width"], h["height"], data)
+    if kind == "regions":
+        return Regions(*vision.decode_regions(h, data))
     if kind == "segments":
         s = Segments(h.get("voice", ""), h.get("names") or [], h.get("ends") or [], h.get("cluster") or [],
                      h.get("target_pos") or [], h.get("target_f0") or [])

@@ -7,7 +7,7 @@ import traceback
 from queue import SimpleQueue
 
 from . import chunks
-from .chunks import Audio
+from .chunks import Audio, Regions
 from .errors import Cancelled, InputError, ParamError, ProtocolError
 from .wire import DEFAULT_WINDOW, MAX_DATA, MAX_HEADER, credit_batch
 
@@ -38,12 +38,17 @@ class Job:
     input() is for one consumer at a time; send may be called from any
     thread.
 
+    A job of a batch (process_batch) has one input chunk, chunk (also
+    what input() yields), and may send at most its window of output
+    chunks (8): the runtime takes them when the job ends. Once it is
+    cancelled, send drops what it is given.
+
     The methods whose names start with _on are the SDK's side of the
     protocol, called by its reader thread; _end ends the job. The job's
     protocol state is theirs alone.
     """
 
-    def __init__(self, writer, msg, in_window, in_kind, out_kind):
+    def __init__(self, writer, msg, in_window, in_kind, out_kind, chunk=None):
         self.id = msg.get("job", 0)
         self.request_id = msg.get("request_id", "")
         self.stage_id = msg.get("stage_id", 0)
@@ -72,6 +77,7 @@ class Job:
         out_window = msg.get("window")
         self._cond = threading.Condition(threading.Lock())
         self._credit = out_window if type(out_window) is int and out_window > 0 else DEFAULT_WINDOW
+        self._window = self._credit
         self._stopped = False  # cancelled or shut down; under _cond
 
         # How the job ends: a cancel or the shutdown may cross its end.
@@ -79,6 +85,17 @@ class Job:
         self._ended = False  # _end has run; under _end_lock
         self._cancel_requested = False  # the runtime sent cancel; under _end_lock
         self._shut_down = False  # the stage is shutting down; under _end_lock
+
+        # A job of a batch: its one input chunk, or why it is refused.
+        self.chunk = None
+        self._refused = None
+        self._batched = chunk is not None
+        if self._batched:
+            self._input_ended = True
+            if chunk.kind != in_kind:
+                chunk = _Refused("a %s chunk, but the stage takes %s" % (chunk.kind, in_kind))
+            self._refused = chunk if type(chunk) is _Refused else None
+            self.chunk = None if self._refused else chunk
 
     @property
     def cancelled(self):
@@ -91,6 +108,13 @@ class Job:
         chunks are taken, so the runtime sends at most the stage's window
         of chunks ahead. A chunk not of the stage's input kind raises
         InputError (the runtime sends none, but a test may)."""
+        if self._batched:
+            if not self._input_done:
+                self._input_done = True
+                if self._refused is not None:
+                    raise InputError(self._refused.reason)
+                yield self.chunk
+            return
         get = self._inq.get
         while not self._input_done:
             item = get()
@@ -114,6 +138,31 @@ class Job:
         output credit (the next stage is behind), and raises Cancelled once
         the job is cancelled; a chunk the runtime would refuse (not of the
         stage's output kind, or not valid) is a ValueError or TypeError."""
+        header, data, n = self._message(chunk)
+        if len(header) > MAX_HEADER or n > MAX_DATA:
+            if type(chunk) is Regions and len(chunk.regions) > 1:
+                half = len(chunk.regions) // 2
+                self.send(Regions(chunk.width, chunk.height, chunk.regions[:half]))
+                self.send(Regions(chunk.width, chunk.height, chunk.regions[half:]))
+                return
+            if len(header) > MAX_HEADER:
+                raise ValueError("job.send: a %d-byte header; the limit is %d" % (len(header), MAX_HEADER))
+            raise ValueError("job.send: %d bytes in one chunk; the limit is %d" % (n, MAX_DATA))
+        with self._cond:
+            while self._credit <= 0 and not self._stopped and not self._batched:
+                self._cond.wait()
+            if self._stopped:
+                if self._batched:
+                    return  # the runtime drops it
+                raise Cancelled("job %d is cancelled" % self.id)
+            if self._credit <= 0:
+                raise ValueError("job.send: a job of a batch sends at most %d output chunks" % self._window)
+            self._credit -= 1
+        self._w.write(header, data)
+
+    def _message(self, chunk):
+        """Returns the output message of chunk: its header line, its data
+        and the data's length."""
         if type(chunk) is Audio and self._out_kind == "audio":
             fields, data = chunks.encode_audio(chunk)
             header = self._out_prefix + b'"kind":"audio","sample_rate":%d' % fields["sample_rate"]
@@ -126,20 +175,10 @@ class Job:
             header = self._out_prefix + chunks.dumps(fields)[1:-1]
         n = chunks.nbytes(data)
         if n:
-            if n > MAX_DATA:
-                raise ValueError("job.send: %d bytes in one chunk; the limit is %d" % (n, MAX_DATA))
             header += b',"data_length":%d}\n' % n
         else:
             header += b"}\n"
-        if len(header) > MAX_HEADER:
-            raise ValueError("job.send: a %d-byte header; the limit is %d" % (len(header), MAX_HEADER))
-        with self._cond:
-            while self._credit <= 0 and not self._stopped:
-                self._cond.wait()
-            if self._stopped:
-                raise Cancelled("job %d is cancelled" % self.id)
-            self._credit -= 1
-        self._w.write(header, data)
+        return header, data, n
 
     # The reader's side.
 
@@ -147,6 +186,8 @@ class Job:
         """Takes an input message of the job: its chunk goes to input(). A
         message past the input's end or the credit given breaks the
         protocol."""
+        if self._batched:
+            raise ProtocolError("input for job %d, of a batch" % self.id)
         if self._input_ended:
             raise ProtocolError("input for job %d after its input_end" % self.id)
         if self._received - self._credited >= self._in_window:

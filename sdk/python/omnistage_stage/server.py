@@ -12,8 +12,9 @@ import time
 import traceback
 from queue import SimpleQueue
 
+from . import chunks
 from .chunks import dumps
-from .errors import ParamError, ProtocolError
+from .errors import InputError, ParamError, ProtocolError
 from .job import Job, message_of
 from .stage import call_warm, hello, overrides
 from .wire import Reader, Writer
@@ -142,6 +143,8 @@ class Server:
                     j._on_input_end()
             elif t == "job":
                 self.start(h)
+            elif t == "batch":
+                self.start_batch(h, data)
             elif t == "cancel":
                 j = jobs.get(h.get("job"))
                 if j is not None:  # else it has ended: its end crossed the cancel
@@ -191,22 +194,47 @@ class Server:
         return None
 
     def start(self, h):
-        jid = h.get("job")
-        if type(jid) is not int:
-            raise ProtocolError("a job message with job %r; want the job's number" % (jid,))
-        j = Job(self.w, h, self.stage.window, self.stage.input, self.stage.output)
+        if type(h.get("job")) is not int:
+            raise ProtocolError("a job message with job %r; want the job's number" % (h.get("job"),))
+        self.register([Job(self.w, h, self.stage.window, self.stage.input, self.stage.output)], None)
+
+    def start_batch(self, h, data):
+        entries = h.get("jobs")
+        if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+            raise ProtocolError("a batch message with jobs %r; want a list of jobs" % (entries,))
+        window, at, jobs = h.get("window"), 0, []
+        for e in entries:
+            if type(e.get("job")) is not int:
+                raise ProtocolError("a batch message with job %r; want the job's number" % (e.get("job"),))
+            n = e.get("data_length") or 0
+            if type(n) is not int or n < 0 or n > len(data) - at:
+                raise ProtocolError("batch: job %r announces %r bytes of data, of %d left" % (e.get("job"), n, len(data) - at))
+            try:
+                chunk = chunks.decode(e, data[at:at + n])
+            except ProtocolError as err:
+                raise ProtocolError("job %r: %s" % (e.get("job"), err)) from None
+            at += n
+            jobs.append(Job(self.w, dict(e, window=window), 1, self.stage.input, self.stage.output, chunk))
+        if at != len(data):
+            raise ProtocolError("batch: the jobs announce %d bytes of data, but the message has %d" % (at, len(data)))
+        self.register(jobs, jobs)
+
+    def register(self, jobs, work):
+        """Registers jobs and queues work for a worker: the batch (a list of
+        jobs), or, when work is None, the lone job."""
         with self.lock:
-            if jid in self.open:
-                raise ProtocolError("job %d started while it runs" % jid)
-            self.jobs[jid] = j
-            self.open.add(jid)
+            for j in jobs:
+                if j.id in self.open:
+                    raise ProtocolError("job %d started while it runs" % j.id)
+                self.jobs[j.id] = j
+                self.open.add(j.id)
             spawn = self.idle == 0 and len(self.workers) < self.stage.max_jobs
             if not spawn and self.idle > 0:
-                self.idle -= 1  # that worker's: it takes this job
+                self.idle -= 1  # that worker's: it takes this work
             if spawn:
-                t = threading.Thread(target=self.work, name="omnistage-job-%d" % jid, daemon=True)
+                t = threading.Thread(target=self.work, name="omnistage-job-%d" % jobs[0].id, daemon=True)
                 self.workers.append(t)
-        self.queue.put(j)
+        self.queue.put(jobs[0] if work is None else work)
         if spawn:
             t.start()
 
@@ -217,8 +245,12 @@ class Server:
             j = self.queue.get()
             if j is None:
                 return
-            me.name = "omnistage-job-%d" % j.id
-            self.run_job(j)
+            if type(j) is list:
+                me.name = "omnistage-batch-%d" % j[0].id
+                self.run_batch(j)
+            else:
+                me.name = "omnistage-job-%d" % j.id
+                self.run_job(j)
             with self.lock:
                 self.idle += 1
 
@@ -235,6 +267,42 @@ class Server:
                 raise TypeError("process returned a generator: send the output with job.send")
         except BaseException as e:  # a job's failure is the job's alone
             err = e
+        self.end(j, err)
+
+    def run_batch(self, jobs):
+        """Runs a batch's jobs in one process_batch call, those its params
+        or input do not fail first, and sends how each ended."""
+        errs, ready = {}, []
+        for j in jobs:
+            try:
+                if j._refused is not None:
+                    raise InputError(j._refused.reason)
+                if not isinstance(j.params, dict):
+                    raise ParamError("", "want an object of params")
+                if self.checks:
+                    self.stage.check_params(j.params)
+                ready.append(j)
+            except BaseException as e:
+                errs[j.id] = e
+        if ready:
+            try:
+                results = self.stage.process_batch(ready)
+                if results is None:
+                    results = [None] * len(ready)
+                elif not isinstance(results, (list, tuple)) or len(results) != len(ready):
+                    raise TypeError("process_batch returned %s: return None, or a list of one entry per job (None, or the exception that failed it)"
+                                    % _short(results))
+            except BaseException as e:  # the call's failure is every job's
+                results = [e] * len(ready)
+            for j, r in zip(ready, results):
+                if r is not None and not isinstance(r, BaseException):
+                    r = TypeError("process_batch returned %s for job %d: want None or an exception" % (_short(r), j.id))
+                errs[j.id] = r
+        for j in jobs:
+            self.end(j, errs.get(j.id))
+
+    def end(self, j, err):
+        """Ends j, which ran to err (None: done), and sends how."""
         end = j._end(err, log)
         with self.lock:
             del self.jobs[j.id]
@@ -275,3 +343,8 @@ class Server:
             self.stage.close()
         except Exception:
             log("omnistage_stage: close failed:\n" + traceback.format_exc())
+
+
+def _short(v):
+    r = repr(v)
+    return r if len(r) <= 80 else r[:77] + "..."

@@ -2,7 +2,7 @@
 
 import inspect
 
-from .wire import DEFAULT_MAX_JOBS, DEFAULT_WINDOW, PROTOCOL_VERSION
+from .wire import DEFAULT_MAX_BATCH, DEFAULT_MAX_JOBS, DEFAULT_WINDOW, PROTOCOL_VERSION
 
 
 class Stage:
@@ -11,7 +11,9 @@ class Stage:
 
     Its life: warm once, before the first job; process once per job, on
     a job thread (up to max_jobs of them at once); close once, when the
-    stage stops.
+    stage stops. A stage that overrides process_batch takes batches
+    instead: process_batch runs several jobs of one input chunk each, of
+    any requests, in one call (up to max_jobs calls at once).
 
     Class attributes, all but input and output optional:
 
@@ -21,6 +23,9 @@ class Stage:
     - max_jobs (default 1): how many jobs run at once, a thread each.
     - window (default 8): how many input chunks of a job the runtime may
       send ahead of the ones process has taken.
+    - max_batch (default 64): the most jobs one process_batch call gets;
+      the stage's deploy entry's max_batch (default 8) bounds how many the
+      runtime gathers.
     - params: a dict of param name to {"type": ..., "description": ...};
       when given, the runtime refuses a request with any other param.
     - voices: a talker's voices, dicts with id, name, language (BCP 47)
@@ -32,6 +37,7 @@ class Stage:
     output = None
     max_jobs = DEFAULT_MAX_JOBS
     window = DEFAULT_WINDOW
+    max_batch = DEFAULT_MAX_BATCH
     params = None
     voices = None
 
@@ -51,6 +57,24 @@ class Stage:
         """Runs one job: read job.input(), send with job.send. Returning
         ends the job (done); an exception fails it."""
         raise NotImplementedError("%s.process" % type(self).__name__)
+
+    def process_batch(self, jobs):
+        """Runs several jobs at once, each one unit of work of a request: a
+        job of one input chunk, job.chunk. Override it (instead of
+        process) for a model that computes a batch in one call; the
+        runtime then gathers the input chunks of concurrent requests into
+        batches, as its deploy entry's max_batch and max_batch_delay say,
+        and each chunk is one job of a batch.
+
+        Send each job's output with job.send (at most 8 chunks a job; the
+        runtime takes them when the call returns). Return None when every
+        job is done, or a list with one entry per job, in order: None for
+        a job done, or the exception that failed it (ParamError,
+        InputError, or any other: the job's 500). An exception raised
+        fails every job of the call. Jobs whose params check_params
+        refuses, or whose chunk is not of the stage's input kind, fail
+        before the call and are not in jobs."""
+        raise NotImplementedError("%s.process_batch" % type(self).__name__)
 
     def close(self):
         """Releases what warm loaded, when the stage stops: once the
@@ -85,7 +109,10 @@ def hello(stage):
             raise TypeError("%s.%s must be a kind's name, such as \"audio\"; it is %r" % (type(stage).__name__, attr, v))
     msg = {"type": "hello", "protocol": PROTOCOL_VERSION, "name": stage.name or type(stage).__name__.lower(),
            "input": stage.input, "output": stage.output}
-    for attr in ("max_jobs", "window"):
+    attrs = ("max_jobs", "window")
+    if overrides(stage, "process_batch"):
+        attrs += ("max_batch",)
+    for attr in attrs:
         v = getattr(stage, attr)
         if type(v) is not int or v < 1:
             raise ValueError("%s.%s must be an int, 1 or more; it is %r" % (type(stage).__name__, attr, v))

@@ -16,6 +16,7 @@ MAX_DATA = 16 << 20  # the data of one message
 
 DEFAULT_MAX_JOBS = 1  # hello's max_jobs, when a stage sets none
 DEFAULT_WINDOW = 8  # a window of credit, when a message gives none
+DEFAULT_MAX_BATCH = 64  # hello's max_batch of a stage that takes batches and sets none
 
 
 def credit_batch(window):
