@@ -71,7 +71,11 @@ func ChildConfig(cfg *pipeline.Config, id int) error {
 	}
 	d := &cfg.Deploy.Stages[id]
 	d.Placement, d.Replicas, d.Endpoints = pipeline.PlacementInproc, 1, nil
-	d.Link, d.Worker = pipeline.Link{}, pipeline.Worker{}
+	// The worker's engine keeps the bounds of its own programs (engine
+	// external's timeout and warm_timeout); the rest of the link is the
+	// parent's.
+	d.Link = pipeline.Link{Timeout: d.Link.Timeout, WarmTimeout: d.Link.WarmTimeout}
+	d.Worker = pipeline.Worker{}
 	return nil
 }
 

@@ -5,8 +5,10 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 func TestAnnounceRoundTrip(t *testing.T) {
@@ -37,5 +39,31 @@ func TestParseAnnounceRefuses(t *testing.T) {
 		if addr, _, err := parseAnnounce(line); err == nil {
 			t.Errorf("%q: parsed address %q, want an error", line, addr)
 		}
+	}
+}
+
+// TestChildConfigKeepsProgramBounds: a worker's stage runs in its process
+// with one replica and no link of its own, but keeps the bounds an engine
+// takes at any placement (engine external's timeout and warm_timeout).
+func TestChildConfigKeepsProgramBounds(t *testing.T) {
+	cfg := testkit.Parse(t, `
+pipeline:
+  name: p
+  input: text
+  stages:
+    - {id: 0, name: a, engine: test-a, input: text, output: text, final_output: true}
+deploy:
+  stages:
+    - {id: 0, placement: process, replicas: 2, timeout: 7s, warm_timeout: 9s, health_interval: 3s}
+`)
+	if err := ChildConfig(cfg, 0); err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.Deploy.Stages[0]
+	if d.Placement != pipeline.PlacementInproc || d.Replicas != 1 || d.Link.HealthInterval != 0 {
+		t.Errorf("worker stage %+v: want one replica in process, no health checks", d)
+	}
+	if _, spec := cfg.StageSpec(0, 0); spec.Timeout != 7*time.Second || spec.WarmTimeout != 9*time.Second {
+		t.Errorf("worker's engine spec has timeout %s and warm_timeout %s; want 7s and 9s", spec.Timeout, spec.WarmTimeout)
 	}
 }
