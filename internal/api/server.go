@@ -197,6 +197,12 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 	if s.def, err = s.defaultModel(opts.DefaultModel); err != nil {
 		return nil, err
 	}
+	for _, p := range s.pipelines {
+		if isAlias(p.name) && p != s.def {
+			s.log.Warn("a pipeline is named like one of OpenAI's model names, which stand for the default pipeline: requests for it get this pipeline, not the default",
+				"pipeline", p.name, "default_model", s.def.name)
+		}
+	}
 	if opts.APIKey != "" {
 		h := sha256.Sum256([]byte(opts.APIKey))
 		s.keyHash = &h

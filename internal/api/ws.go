@@ -111,7 +111,10 @@ func (s *Server) speechSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.sessions.Done()
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	limits := s.opts.SpeechStream.withDefaults()
+	// A frame header that announces a message past the bound ends the
+	// session at once (wsframe.go), not once its payload has come.
+	conn, err := websocket.Accept(&guardedWriter{ResponseWriter: w, limit: limits.MaxMessage}, r, &websocket.AcceptOptions{
 		Subprotocols: []string{WSProtocol},
 		// checkSite has checked the Origin, with the server's own rules
 		// (its own origin, or --cors-origins).
@@ -121,7 +124,6 @@ func (s *Server) speechSession(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("speech stream: upgrade failed", "err", err)
 		return
 	}
-	limits := s.opts.SpeechStream.withDefaults()
 	conn.SetReadLimit(limits.MaxMessage)
 	newSession(s, conn, limits).run()
 }

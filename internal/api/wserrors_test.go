@@ -29,7 +29,11 @@ func TestSpeechStreamRefusals(t *testing.T) {
 		code string
 		msg  string
 	}{
-		{"not JSON", func() { c.sendRaw(websocket.MessageText, []byte("{oops")) }, "invalid_json", ""},
+		{"not JSON", func() { c.sendRaw(websocket.MessageText, []byte("{oops")) }, "invalid_json", "the event is not valid JSON"},
+		{"not an object", func() { c.sendRaw(websocket.MessageText, []byte("[1]")) }, "invalid_json", "the event must be a JSON object, not a JSON array"},
+		{"data after it", func() { c.sendRaw(websocket.MessageText, []byte(`{"type":"input.done"} {}`)) }, "invalid_json", "the event has data after its JSON value"},
+		{"type not a string", func() { c.sendRaw(websocket.MessageText, []byte(`{"text":"x","type":3}`)) }, "invalid_json", "field type: want a string, got a JSON number"},
+		{"voice not a string", func() { c.event(evConfig, "voice", 3) }, "invalid_json", "voice"},
 		{"binary", func() { c.sendRaw(websocket.MessageBinary, []byte{1, 2}) }, "bad_request", "JSON text message"},
 		{"no type", func() { c.send(map[string]any{"text": "x"}) }, "bad_request", "has no type"},
 		{"unknown type", func() { c.event("input.flush") }, "bad_request", `unknown event type "input.flush"`},
@@ -46,7 +50,12 @@ func TestSpeechStreamRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.send()
-			wantErrorEvent(t, c.recv(), tc.code, tc.msg)
+			m := c.recv()
+			wantErrorEvent(t, m, tc.code, tc.msg)
+			if strings.Contains(string(m.raw), "request body") || strings.Contains(string(m.raw), "invalid request") ||
+				strings.Contains(string(m.raw), "unknown") && !strings.HasPrefix(tc.name, "unknown") && !strings.Contains(tc.name, "with a field") {
+				t.Errorf("an event is not a request body, nor a field of the wrong type unknown: %s", m.raw)
+			}
 		})
 	}
 	// vLLM-Omni's fields that change nothing here are taken.
@@ -166,7 +175,7 @@ func TestSpeechStreamLimits(t *testing.T) {
 	}
 	big := strings.Repeat("z", 1000)
 	c.event(evText, "text", big)
-	if s := c.closed(); s != websocket.StatusMessageTooBig {
+	if s := c.closed(evError); s != websocket.StatusMessageTooBig {
 		t.Errorf("a message of %d bytes closed the session with %d, want 1009", len(big)+30, s)
 	}
 

@@ -5,6 +5,7 @@ package api
 
 import (
 	"encoding/json"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -117,13 +118,22 @@ type wsConfig struct {
 // MaxSentenceQuiet bounds sentence_quiet_ms.
 const MaxSentenceQuiet = 10 * time.Second
 
+// decodeEvent decodes the event msg strictly into dst.
+func decodeEvent(msg []byte, dst any) error {
+	return httperr.UnmarshalMessage("the event", msg, dst)
+}
+
 // eventType returns the type of the event msg, a JSON object.
 func eventType(msg []byte) (string, error) {
 	var ev struct {
 		Type *string `json:"type"`
 	}
 	if err := json.Unmarshal(msg, &ev); err != nil {
-		return "", httperr.UnmarshalJSON(msg, &struct{}{}) // its own words for why
+		var fields map[string]json.RawMessage
+		if err := decodeEvent(msg, &fields); err != nil {
+			return "", err // its own words for why
+		}
+		return "", httperr.Errorf(http.StatusBadRequest, httperr.CodeInvalidJSON, "field type: want a string, got a JSON %s", jsonKind(fields["type"]))
 	}
 	if ev.Type == nil || *ev.Type == "" {
 		return "", httperr.BadRequest("the event has no type: send {\"type\": %q, ...} first, then %q, %q, %q or %q", evConfig, evText, evDone, evCancel, evClose)
@@ -131,10 +141,30 @@ func eventType(msg []byte) (string, error) {
 	return *ev.Type, nil
 }
 
+// jsonKind names the kind of the JSON value v, as encoding/json's errors
+// do.
+func jsonKind(v json.RawMessage) string {
+	switch t := strings.TrimSpace(string(v)); {
+	case t == "":
+		return "nothing"
+	case t[0] == '{':
+		return "object"
+	case t[0] == '[':
+		return "array"
+	case t[0] == '"':
+		return "string"
+	case t == "true" || t == "false":
+		return "bool"
+	case t == "null":
+		return "null"
+	}
+	return "number"
+}
+
 // parseConfig checks a session.config event.
 func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
 	var ev wsConfigEvent
-	if err := httperr.UnmarshalJSON(msg, &ev); err != nil {
+	if err := decodeEvent(msg, &ev); err != nil {
 		return nil, err
 	}
 	for name, v := range map[string]json.RawMessage{"ref_audio": ev.RefAudio, "ref_text": ev.RefText, "x_vector_only_mode": ev.XVectorOnlyMode, "speaker_embedding": ev.SpeakerEmbedding} {
@@ -204,7 +234,7 @@ func (c *wsConfig) modalities() []string {
 // parseText returns the text of an input.text event.
 func parseText(msg []byte) (string, error) {
 	var ev wsTextEvent
-	if err := httperr.UnmarshalJSON(msg, &ev); err != nil {
+	if err := decodeEvent(msg, &ev); err != nil {
 		return "", err
 	}
 	if ev.Text == nil {
@@ -216,7 +246,7 @@ func parseText(msg []byte) (string, error) {
 // parseBare checks an event that carries nothing but its type.
 func parseBare(msg []byte) error {
 	var ev wsBareEvent
-	return httperr.UnmarshalJSON(msg, &ev)
+	return decodeEvent(msg, &ev)
 }
 
 // errNotJSONText is the answer to a binary message: events are JSON text.

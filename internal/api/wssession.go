@@ -173,6 +173,12 @@ func (ss *wsSession) speaking() bool {
 
 // readFailed ends the session whose connection failed or was closed.
 func (ss *wsSession) readFailed(err error) wsEnd {
+	if errors.Is(err, errFrameTooBig) {
+		ss.cancelAll(false)
+		_ = ss.out.event(nil, errorEvent(httperr.Errorf(http.StatusRequestEntityTooLarge, httperr.CodeInputTooLarge,
+			"a message longer than the session's limit of %d bytes was announced: the session is closed", ss.limits.MaxMessage), -1))
+		return wsEnd{code: websocket.StatusMessageTooBig, reason: "message too big"}
+	}
 	if errors.Is(err, websocket.ErrMessageTooBig) {
 		// The library closed the connection with 1009 already.
 		ss.log.Debug("speech stream: a message over the limit", "limit", ss.limits.MaxMessage)
