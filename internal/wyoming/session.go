@@ -47,6 +47,13 @@ type session struct {
 	// stream is the stream under way (synthesize-start to -stop); only the
 	// session's goroutine reads or writes it.
 	stream *stream
+	// framed is whether the last event read was framed well: a
+	// connection gets an error event for one malformed line, but one
+	// whose first line, or whose line after a malformed one, is malformed
+	// too is closed (it speaks another protocol: an HTTP request that a
+	// web page can send here would have its body's events run).
+	framed bool
+	seen   bool // an event was read
 }
 
 func (s *Server) newSession(conn net.Conn) *session {
@@ -119,8 +126,12 @@ func (ss *session) next() (event, error) {
 		var ne net.Error
 		switch {
 		case err == nil:
+			ss.framed, ss.seen = true, true
 			return ev, nil
+		case errors.As(err, &fe) && !fe.fatal && !ss.framed:
+			return event{}, &frameError{msg: fe.msg + " (" + ss.notWyoming() + ")", fatal: true}
 		case errors.As(err, &fe) && !fe.fatal:
+			ss.framed = false
 			if err := ss.refuse(malformed("%s", fe.msg)); err != nil {
 				return event{}, err
 			}
@@ -148,6 +159,14 @@ func (ss *session) next() (event, error) {
 			return event{}, err
 		}
 	}
+}
+
+// notWyoming says why a malformed line ends the session.
+func (ss *session) notWyoming() string {
+	if !ss.seen {
+		return "the connection's first line is no Wyoming event"
+	}
+	return "a second malformed line, with no event between"
 }
 
 // stopReading returns why the session must read no more events, or nil.
