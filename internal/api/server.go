@@ -126,6 +126,11 @@ type Options struct {
 	StartPartial bool
 	// SpeechStream bounds the sessions of WS /v1/audio/speech/stream.
 	SpeechStream SpeechStreamLimits
+	// LiveShare bounds the share of each pipeline's admission slots that
+	// live input (the speech stream's utterances, and a Wyoming server's
+	// streams when it is given the same Share) holds at once; nil means
+	// a Share of its own of sessions.DefaultLiveShare.
+	LiveShare *sessions.Share
 }
 
 // Server is the HTTP API of a server's pipelines, one orchestrator each.
@@ -179,6 +184,9 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 	defaults.Set(&opts.ChunkWriteTimeout, DefaultChunkWriteTimeout)
 	defaults.Set(&opts.BodyReadTimeout, DefaultBodyReadTimeout)
 	defaults.Set(&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	if opts.LiveShare == nil {
+		opts.LiveShare, _ = sessions.NewShare(sessions.DefaultLiveShare)
+	}
 
 	m, err := newHTTPMetrics(opts.Registry)
 	if err != nil {
@@ -186,8 +194,9 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 	}
 	s := &Server{
 		byName: map[string]*served{}, opts: opts, log: opts.Logger,
-		reg: opts.Registry, metrics: m, sessions: wsSessions{Group: sessions.New()},
-		created: time.Now().Unix(), hosts: newHostSet(opts.AllowedHosts, opts.CORSOrigins),
+		reg: opts.Registry, metrics: m,
+		sessions: wsSessions{Group: sessions.New(), limit: sessions.NewLimit(opts.SpeechStream.withDefaults().MaxSessions, sessions.EvictGrace)},
+		created:  time.Now().Unix(), hosts: newHostSet(opts.AllowedHosts, opts.CORSOrigins),
 	}
 	for _, o := range orchs {
 		if err := s.add(o); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/defaults"
 	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/quote"
 	"github.com/omnistage/omnistage/internal/sessions"
 )
@@ -50,6 +51,8 @@ const (
 	DefaultStreamMaxUtteranceText = 1 << 20
 	DefaultStreamMaxQueued        = 16
 	DefaultStreamMaxMessage       = 256 << 10
+	DefaultStreamMaxSessions      = 256
+	DefaultStreamMaxUtteranceOpen = 2 * time.Minute
 )
 
 // SpeechStreamLimits bound the sessions of WS /v1/audio/speech/stream; a
@@ -69,11 +72,23 @@ type SpeechStreamLimits struct {
 	MaxText int
 	// MaxUtteranceText bounds one utterance's text, in bytes.
 	MaxUtteranceText int
+	// MaxUtteranceOpen bounds the time from an utterance's first text to
+	// its input.done, for which it holds its request's admission slots:
+	// past it, the utterance is ended as input.done would (its text so
+	// far is spoken), after an error event.
+	MaxUtteranceOpen time.Duration
 	// MaxQueued bounds the utterances waiting for the one being spoken.
 	MaxQueued int
 	// MaxMessage bounds one message of the client, in bytes: past it the
 	// connection is closed with status 1009.
 	MaxMessage int64
+	// MaxSessions bounds the sessions open at once. They do not count
+	// among Options.MaxConns (a session is no HTTP connection once it has
+	// begun); a new one past the bound takes the place of the session
+	// with no utterance in progress for the longest (at least
+	// sessions.EvictGrace), which is closed with status 1013, and is
+	// refused (503 overloaded) when every session is speaking.
+	MaxSessions int
 }
 
 func (l SpeechStreamLimits) withDefaults() SpeechStreamLimits {
@@ -83,6 +98,8 @@ func (l SpeechStreamLimits) withDefaults() SpeechStreamLimits {
 	defaults.Set(&l.MaxUtteranceText, DefaultStreamMaxUtteranceText)
 	defaults.Set(&l.MaxQueued, DefaultStreamMaxQueued)
 	defaults.Set(&l.MaxMessage, DefaultStreamMaxMessage)
+	defaults.Set(&l.MaxSessions, DefaultStreamMaxSessions)
+	defaults.Set(&l.MaxUtteranceOpen, DefaultStreamMaxUtteranceOpen)
 	return l
 }
 
@@ -112,6 +129,14 @@ func (s *Server) speechSession(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.sessions.Done()
 	limits := s.opts.SpeechStream.withDefaults()
+	evicted := make(chan struct{})
+	slot, ok := s.sessions.limit.Take(func() { close(evicted) })
+	if !ok {
+		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, string(orchestrator.CodeOverloaded),
+			"the server holds its most speech stream sessions (%d), every one with an utterance in progress; retry later", limits.MaxSessions))
+		return
+	}
+	defer slot.Release()
 	// A frame header that announces a message past the bound ends the
 	// session at once (wsframe.go), not once its payload has come.
 	conn, err := websocket.Accept(&guardedWriter{ResponseWriter: w, limit: limits.MaxMessage}, r, &websocket.AcceptOptions{
@@ -125,7 +150,9 @@ func (s *Server) speechSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conn.SetReadLimit(limits.MaxMessage)
-	newSession(s, conn, limits).run()
+	ss := newSession(s, conn, limits)
+	ss.slot, ss.evicted = slot, evicted
+	ss.run()
 }
 
 // checkUpgrade refuses a request that is not a WebSocket opening
@@ -208,6 +235,7 @@ func (s *Server) checkProtocolKey(r *http.Request) error {
 // tells them to end, and Run waits for them (sessions.Group.Drain).
 type wsSessions struct {
 	*sessions.Group
+	limit   *sessions.Limit // SpeechStreamLimits.MaxSessions
 	mu      sync.Mutex
 	watched map[*http.Server]bool
 }

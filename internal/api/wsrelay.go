@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/audio/encode"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 )
 
@@ -23,6 +25,13 @@ import (
 // cut short.
 func (ss *wsSession) relay(u *utterance) error {
 	c := u.cfg
+	slots := c.pipeline.cfg.Deploy.MaxInflight
+	release, ok := ss.s.opts.LiveShare.Take(c.pipeline.orch, slots)
+	if !ok {
+		return ss.relayFailed(u, nil, httperr.Errorf(http.StatusServiceUnavailable, string(orchestrator.CodeOverloaded),
+			"live input holds its share of model %s's requests (%d of %d at once, serve --live-share): retry later", c.pipeline.name, ss.s.opts.LiveShare.Cap(slots), slots))
+	}
+	defer release()
 	st, err := c.pipeline.orch.Submit(u.ctx, orchestrator.Request{Prompt: engine.Prompt{Feed: u.text.feed}, Input: u.text, Modalities: c.modalities(), Params: c.params})
 	if err != nil {
 		return ss.relayFailed(u, nil, err)

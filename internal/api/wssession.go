@@ -14,6 +14,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/quote"
+	"github.com/omnistage/omnistage/internal/sessions"
 )
 
 // wsSession is one WebSocket session. Its loop (run) owns every field but
@@ -42,6 +43,13 @@ type wsSession struct {
 	// quiet fires when the open utterance's text has ended in a full stop
 	// for its configuration's quiet time, with no more text.
 	quiet *time.Timer
+	// openLimit fires when the open utterance has taken text for
+	// MaxUtteranceOpen.
+	openLimit *time.Timer
+	// slot is the session's place among the server's sessions; evicted is
+	// closed when a new session takes it.
+	slot    *sessions.Slot
+	evicted chan struct{}
 }
 
 // wsMessage is one message of the client.
@@ -117,10 +125,14 @@ func (ss *wsSession) loop() wsEnd {
 	ss.quiet = time.NewTimer(time.Hour)
 	ss.quiet.Stop()
 	defer ss.quiet.Stop()
+	ss.openLimit = time.NewTimer(time.Hour)
+	ss.openLimit.Stop()
+	defer ss.openLimit.Stop()
 	life := time.NewTimer(ss.limits.MaxLength)
 	defer life.Stop()
 	stopping := ss.s.sessions.Stopping().Done()
 	for {
+		ss.slot.Idle(len(ss.queue) == 0)
 		select {
 		case m := <-ss.msgs:
 			idle.Reset(ss.limits.Idle)
@@ -150,10 +162,20 @@ func (ss *wsSession) loop() wsEnd {
 			return ss.fatal(httperr.Errorf(http.StatusRequestTimeout, httperr.CodeSessionTimeout,
 				"the session reached its length limit of %s: open a new one", ss.limits.MaxLength),
 				websocket.StatusPolicyViolation, "session length limit")
+		case <-ss.openLimit.C:
+			if u := ss.open; u != nil {
+				_ = ss.out.event(u, errorEvent(httperr.Errorf(http.StatusRequestTimeout, httperr.CodeSessionTimeout,
+					"utterance %d has taken text for %s without %s: it is ended here, its text so far spoken, and more text begins the next utterance", u.index, ss.limits.MaxUtteranceOpen, evDone), u.index))
+				ss.done()
+			}
 		case <-ss.quiet.C:
 			if u := ss.open; u != nil && u.text.endsInStop() {
 				u.text.brkSentence()
 			}
+		case <-ss.evicted:
+			return ss.fatal(httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeSessionEvicted,
+				"the server holds its most sessions (%d), and this one, with no utterance in progress for the longest, was closed for a new one: open a session again when there is more to say", ss.limits.MaxSessions),
+				websocket.StatusTryAgainLater, "closed for a new session")
 		case <-stopping:
 			return ss.fatal(httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "server is shutting down"),
 				websocket.StatusGoingAway, "server shutting down")
@@ -319,6 +341,7 @@ func (ss *wsSession) begin() *utterance {
 	ss.next++
 	ss.queue = append(ss.queue, u)
 	ss.open = u
+	ss.openLimit.Reset(ss.limits.MaxUtteranceOpen)
 	return u
 }
 
