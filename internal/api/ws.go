@@ -5,6 +5,7 @@ package api
 // and the sessions a server has open, which its shutdown ends.
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -123,6 +124,11 @@ func (s *Server) speechSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, httperr.BadRequest("a client that sends its API key as the subprotocol %s... must also offer the subprotocol %q, which the server selects", WSKeyProtocol, WSProtocol))
 		return
 	}
+	form := cmp.Or(r.URL.Query().Get("word_timestamps_form"), formEvents)
+	if form != formEvents && form != formChunks {
+		s.fail(w, r, httperr.BadRequest("word_timestamps_form %q: use %s or %s", quote.Short(form), formEvents, formChunks))
+		return
+	}
 	if s.draining.Load() || !s.sessions.add(r) {
 		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "server is shutting down"))
 		return
@@ -151,7 +157,7 @@ func (s *Server) speechSession(w http.ResponseWriter, r *http.Request) {
 	}
 	conn.SetReadLimit(limits.MaxMessage)
 	ss := newSession(s, conn, limits)
-	ss.slot, ss.evicted = slot, evicted
+	ss.slot, ss.evicted, ss.form = slot, evicted, form
 	ss.run()
 }
 

@@ -32,6 +32,7 @@ type wsSession struct {
 	stop   context.CancelFunc
 
 	cfg     *wsConfig    // nil before the first session.config
+	form    string       // word_timestamps_form unless session.config says (the URL's)
 	queue   []*utterance // in order; the head's relay runs once started
 	open    *utterance   // the utterance taking text (the queue's last), or nil
 	next    int          // the index of the next utterance
@@ -285,7 +286,7 @@ func (ss *wsSession) configure(msg []byte) (wsEnd, bool) {
 	if ss.open != nil {
 		return ss.refuse(errConfigOpen)
 	}
-	cfg, err := ss.s.parseConfig(msg)
+	cfg, err := ss.s.parseConfig(msg, ss.form)
 	switch {
 	case err != nil && ss.cfg == nil:
 		// As vLLM-Omni's: a session that could not start is closed.
@@ -328,7 +329,7 @@ func (ss *wsSession) text(text string) (wsEnd, bool) {
 	}
 	u.text.add(text)
 	ss.quiet.Stop()
-	if u.cfg.quiet > 0 && u.text.endsInStop() {
+	if u.cfg.quiet > 0 && u.cfg.split != splitNone && u.text.endsInStop() {
 		ss.quiet.Reset(u.cfg.quiet)
 	}
 	ss.startNext()
@@ -377,6 +378,9 @@ func (ss *wsSession) startNext() {
 		if h.inputDone && h.text.size() == 0 {
 			ss.finish(h)
 			continue
+		}
+		if h.cfg.split == splitNone && !h.inputDone {
+			return // spoken whole, once input.done has come
 		}
 		h.started = true
 		go func() {
