@@ -305,6 +305,7 @@ func (s *Server) endpoints() []endpoint {
 			endpoint{"/v1/audio/voices", route{name: routeVoices, methods: methods{http.MethodGet: s.listVoices}}},
 			endpoint{"/v1/audio/captions", route{name: routeCaptions, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.captions}, bodyTypes: jsonBody}},
 		)
+		eps = append(eps, s.elevenLabsEndpoints()...)
 		eps = append(eps, s.playgroundEndpoints()...)
 	}
 	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})
@@ -400,6 +401,9 @@ type route struct {
 	// keyProtocol takes the API key from a WebSocket subprotocol too
 	// (WSKeyProtocol), when no Authorization header is sent.
 	keyProtocol bool
+	// keyHeader names a header that may carry the API key, as is, when no
+	// Authorization header is sent (ElevenLabs' xi-api-key).
+	keyHeader string
 }
 
 // jsonBody is the content type of the JSON POST endpoints.
@@ -444,6 +448,9 @@ func (s *Server) route(rt route) http.Handler {
 			check := s.checkKey
 			if _, keyed := protocolKey(r); rt.keyProtocol && keyed && r.Header.Get("Authorization") == "" {
 				check = s.checkProtocolKey
+			}
+			if rt.keyHeader != "" && r.Header.Get(rt.keyHeader) != "" && r.Header.Get("Authorization") == "" {
+				check = func(r *http.Request) error { return s.matchKey(r.Header.Get(rt.keyHeader), rt.keyHeader) }
 			}
 			if err := check(r); err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="omnistage"`)
@@ -497,7 +504,18 @@ func (s *Server) checkKey(r *http.Request) error {
 	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
 		return httperr.Errorf(http.StatusUnauthorized, httperr.CodeInvalidAPIKey, "missing API key: send the header Authorization: Bearer KEY")
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return s.matchKey(tok, "Authorization")
+}
+
+// matchKey checks key, sent in header, against the server's in constant
+// time. Both sides are hashed first so that the comparison does not
+// reveal the key's length either.
+func (s *Server) matchKey(key, header string) error {
+	key = strings.TrimSpace(key)
+	if key == "" {
+		return httperr.Errorf(http.StatusUnauthorized, httperr.CodeInvalidAPIKey, "missing API key: the header %s is empty", header)
+	}
+	got := sha256.Sum256([]byte(key))
 	if subtle.ConstantTimeCompare(got[:], s.keyHash[:]) != 1 {
 		return httperr.Errorf(http.StatusUnauthorized, httperr.CodeInvalidAPIKey, "incorrect API key")
 	}

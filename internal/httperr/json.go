@@ -21,6 +21,16 @@ import (
 // *http.MaxBytesError, which is returned as it is (a 413).
 func DecodeJSON(r io.Reader, dst any) error { return decodeJSON(r, dst, "request body") }
 
+// DecodeJSONLoose is DecodeJSON that ignores unknown fields: for a body
+// of another API's shape, whose clients send fields that change nothing
+// here.
+func DecodeJSONLoose(r io.Reader, dst any) error {
+	if err := json.NewDecoder(r).Decode(dst); err != nil {
+		return jsonError(err, "request body")
+	}
+	return nil
+}
+
 // UnmarshalJSON is DecodeJSON of a body already read.
 func UnmarshalJSON(body []byte, dst any) error {
 	return DecodeJSON(bytes.NewReader(body), dst)
