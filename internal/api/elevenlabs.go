@@ -51,9 +51,14 @@ func (s *Server) elevenLabsEndpoints() []endpoint {
 	rt := func(m methods, maxBody int64, types []string) route {
 		return route{name: routeElevenLabs, methods: m, maxBody: maxBody, bodyTypes: types, keyHeader: elKeyHeader}
 	}
+	socket := func(single bool) route {
+		r := rt(methods{http.MethodGet: func(w http.ResponseWriter, r *http.Request) { s.elSession(w, r, single) }}, 0, nil)
+		r.socket = true
+		return r
+	}
 	return []endpoint{
-		{elMultiPath, rt(methods{http.MethodGet: func(w http.ResponseWriter, r *http.Request) { s.elSession(w, r, false) }}, 0, nil)},
-		{elSinglePath, rt(methods{http.MethodGet: func(w http.ResponseWriter, r *http.Request) { s.elSession(w, r, true) }}, 0, nil)},
+		{elMultiPath, socket(false)},
+		{elSinglePath, socket(true)},
 		{elSpeechPath, rt(methods{http.MethodPost: s.elSpeech}, s.opts.MaxBody, jsonBody)},
 		{elStreamPath, rt(methods{http.MethodPost: s.elSpeech}, s.opts.MaxBody, jsonBody)},
 		{elVoicesPath, rt(methods{http.MethodGet: s.elVoices}, 0, nil)},

@@ -404,6 +404,9 @@ type route struct {
 	// keyHeader names a header that may carry the API key, as is, when no
 	// Authorization header is sent (ElevenLabs' xi-api-key).
 	keyHeader string
+	// socket: a WebSocket endpoint, whose refusals a browser sees
+	// (refuse).
+	socket bool
 }
 
 // jsonBody is the content type of the JSON POST endpoints.
@@ -441,7 +444,7 @@ func (s *Server) route(rt route) http.Handler {
 			return
 		}
 		if err := s.checkSite(r, rt); err != nil {
-			s.fail(w, r, err)
+			s.refuse(w, r, rt, err)
 			return
 		}
 		if !rt.open && s.keyHash != nil {
@@ -454,7 +457,7 @@ func (s *Server) route(rt route) http.Handler {
 			}
 			if err := check(r); err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="omnistage"`)
-				s.fail(w, r, err)
+				s.refuse(w, r, rt, err)
 				return
 			}
 		}

@@ -108,7 +108,7 @@ func (l SpeechStreamLimits) withDefaults() SpeechStreamLimits {
 // a GET that upgrades, behind the cross-site checks and the API key (which
 // it also takes as a subprotocol).
 func (s *Server) speechStreamEndpoint() endpoint {
-	return endpoint{speechStreamPath, route{name: routeSpeechStream, keyProtocol: true, methods: methods{http.MethodGet: s.speechSession}}}
+	return endpoint{speechStreamPath, route{name: routeSpeechStream, keyProtocol: true, socket: true, methods: methods{http.MethodGet: s.speechSession}}}
 }
 
 // speechSession upgrades to a session. The route has checked the Host, the
@@ -159,6 +159,39 @@ func (s *Server) speechSession(w http.ResponseWriter, r *http.Request) {
 	ss := newSession(s, conn, limits)
 	ss.slot, ss.evicted, ss.form = slot, evicted, form
 	ss.run()
+}
+
+// refuse answers a request that rt's checks refuse with err. A browser's
+// WebSocket handshake (one with an Origin) that a WebSocket endpoint
+// refuses is completed, then closed at once with status 1008 and the
+// error's code and message as the reason: a browser shows a refused
+// handshake only as a failed connection, its status and body hidden from
+// the page, while a close's reason reaches it (CloseEvent.reason). Nothing
+// is read from such a connection: it does what a refusal does.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, rt route, err error) {
+	if !rt.socket || r.Header.Get("Origin") == "" || checkUpgrade(r) != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// A browser fails a connection whose server selects none of the
+	// subprotocols it offered; never the one carrying a key.
+	var protocols []string
+	for _, p := range offeredProtocols(r) {
+		if !strings.HasPrefix(p, WSKeyProtocol) {
+			protocols = append(protocols, p)
+		}
+	}
+	conn, aerr := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: protocols, InsecureSkipVerify: true})
+	if aerr != nil {
+		return
+	}
+	_, _, code := httperr.Classify(err)
+	reason := code + ": " + err.Error()
+	if len(reason) > 123 { // a close frame's reason holds at most 123 bytes
+		reason = strings.ToValidUTF8(reason[:120], "") + "..."
+	}
+	s.log.Debug("websocket refused after its handshake", "code", code, "err", err)
+	_ = conn.Close(websocket.StatusPolicyViolation, reason)
 }
 
 // checkUpgrade refuses a request that is not a WebSocket opening

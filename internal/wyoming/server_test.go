@@ -24,8 +24,11 @@ func TestDescribe(t *testing.T) {
 	if prog["name"] != "omnistage" || prog["installed"] != true || prog["supports_synthesize_streaming"] != true {
 		t.Errorf("program %v", prog)
 	}
-	if att, _ := prog["attribution"].(map[string]any); att["name"] == nil || att["url"] == nil {
+	if att, _ := prog["attribution"].(map[string]any); att["name"] == nil || att["url"] == "" || att["url"] == nil {
 		t.Errorf("program attribution %v: want a name and a url", prog["attribution"])
+	}
+	if v, _ := prog["version"].(string); v == "" {
+		t.Errorf("program version %v: want one, as wyoming-piper gives its", prog["version"])
 	}
 	type voice struct{ name, lang, attribution, description string }
 	var got []voice
@@ -39,6 +42,9 @@ func TestDescribe(t *testing.T) {
 			t.Fatalf("voice %v: want one language", m)
 		}
 		att := m["attribution"].(map[string]any)
+		if u, _ := att["url"].(string); u == "" || m["version"] == nil {
+			t.Errorf("voice %v: want an attribution url and a version", m)
+		}
 		got = append(got, voice{m["name"].(string), langs[0].(string), att["name"].(string), m["description"].(string)})
 	}
 	want := []voice{
