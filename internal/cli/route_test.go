@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/omnistage/omnistage/internal/apijson"
-	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/shipped"
 	"github.com/omnistage/omnistage/internal/engine/testengine"
+	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 // runCLI runs the command line with the shipped engines and the test
