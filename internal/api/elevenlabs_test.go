@@ -12,8 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/audio/encode"
@@ -158,4 +160,86 @@ func checkELWords(t *testing.T, got elPlugin, whole []engine.Word) {
 			t.Errorf("word %d: %q at %d ms; the text posted whole has %q at %d ms", i, w.Text, ms, whole[i].Word, whole[i].StartMs-first)
 		}
 	}
+}
+
+// elBenchText is what BenchmarkElevenLabsFirstAudio speaks: its first
+// sentence's end is certain, so neither side waits for more.
+const elBenchText = "Hello there, my friend! This is omnistage speaking to you now. How are you today?"
+
+// BenchmarkElevenLabsFirstAudio measures, interleaved in each iteration,
+// the first audio of elBenchText sent a sentence at a time, 100 ms apart,
+// from the start of the stream (its connection included): over
+// ElevenLabs' multi-stream-input by a Go client (each sentence a text
+// with flush, pcm_16000: its first audio message), over omnistage's own
+// WebSocket by a Go client (each sentence an input.text, pcm: its first
+// audio message), and through LiveKit's ElevenLabs plugin itself (node,
+// each sentence pushed and flushed, as an agent flushes its LLM's
+// segments: its first audio frame, which the plugin hands on only once
+// 100 ms of audio, and the next frame, have come). It reports the medians
+// (ms) and the ratios to omnistage's WebSocket; the goal is <= 1.1 for
+// the ElevenLabs protocol. Run it with
+//
+//	go test -run '^$' -bench ElevenLabsFirstAudio -benchtime 5x -count 6 ./internal/api/
+func BenchmarkElevenLabsFirstAudio(b *testing.B) {
+	dir := elPluginDir(b)
+	f := realFixture(b, "builtin:tts", "")
+	var sentences []string
+	for _, s := range strings.SplitAfter(elBenchText, " ") {
+		if n := len(sentences); n > 0 && !strings.ContainsAny(sentences[n-1], ".!?") {
+			sentences[n-1] += s
+		} else {
+			sentences = append(sentences, s)
+		}
+	}
+	// firstAudio runs send and times the first audio message that read
+	// returns, from start.
+	firstAudio := func(start time.Time, read func() (audio bool, err error), send func(string)) float64 {
+		first := make(chan time.Duration, 1)
+		go func() {
+			for {
+				audio, err := read()
+				if err != nil || audio {
+					first <- time.Since(start)
+					return
+				}
+			}
+		}()
+		for _, s := range sentences {
+			send(s)
+			time.Sleep(100 * time.Millisecond)
+		}
+		return ms(<-first)
+	}
+	var pluginT, elT, wsT []float64
+	for b.Loop() {
+		pluginT = append(pluginT, runPlugin(b, dir, "sentences", f.url, "slt", "pcm_16000", elBenchText, 100, "").FirstAudioMs)
+
+		start := time.Now()
+		el, _, err := dialEL(b, f.url, "/v1/text-to-speech/slt/multi-stream-input?output_format=pcm_16000", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		elSend(b, el, map[string]any{"text": " ", "context_id": "c"})
+		elT = append(elT, firstAudio(start, func() (bool, error) {
+			m, err := elRecv(b, el)
+			return len(m.Audio) > 0, err
+		}, func(s string) { elSend(b, el, map[string]any{"text": s, "context_id": "c", "flush": true}) }))
+		_ = el.CloseNow()
+
+		start = time.Now()
+		c := dialWS(b, f.url, nil)
+		c.event(evConfig, "model", "tts", "response_format", "pcm", "stream_audio", true)
+		wsT = append(wsT, firstAudio(start, func() (bool, error) {
+			m, err := c.tryRecv()
+			return m.typ == "", err
+		}, func(s string) { c.event(evText, "text", s) }))
+		_ = c.conn.CloseNow()
+	}
+	med := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	p, e, w := med(pluginT), med(elT), med(wsT)
+	b.ReportMetric(e, "elevenlabs-first-audio-ms")
+	b.ReportMetric(w, "websocket-first-audio-ms")
+	b.ReportMetric(p, "plugin-first-frame-ms")
+	b.ReportMetric(e/w, "elevenlabs/websocket")
+	b.ReportMetric(p/w, "plugin/websocket")
 }

@@ -29,7 +29,7 @@ type elMsg struct {
 
 // dialEL opens an ElevenLabs streaming-input WebSocket at path?query of
 // the server at base, with hdr.
-func dialEL(t *testing.T, base, path string, hdr http.Header) (*websocket.Conn, *http.Response, error) {
+func dialEL(t testing.TB, base, path string, hdr http.Header) (*websocket.Conn, *http.Response, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wsDeadline)
 	defer cancel()
@@ -40,7 +40,7 @@ func dialEL(t *testing.T, base, path string, hdr http.Header) (*websocket.Conn, 
 	return c, resp, err
 }
 
-func elSend(t *testing.T, c *websocket.Conn, v any) {
+func elSend(t testing.TB, c *websocket.Conn, v any) {
 	t.Helper()
 	b, _ := json.Marshal(v)
 	if err := c.Write(context.Background(), websocket.MessageText, b); err != nil {
@@ -48,7 +48,7 @@ func elSend(t *testing.T, c *websocket.Conn, v any) {
 	}
 }
 
-func elRecv(t *testing.T, c *websocket.Conn) (elMsg, error) {
+func elRecv(t testing.TB, c *websocket.Conn) (elMsg, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wsDeadline)
 	defer cancel()

@@ -2,7 +2,10 @@
 // (@livekit/agents-plugin-elevenlabs, pinned in package.json), unchanged
 // but for its base URL. With MODE stream it streams TEXT as an LLM would
 // (a word every DELAY ms) over the streaming-input WebSocket; with MODE
-// synthesize it asks for TEXT whole (POST /v1/text-to-speech/VOICE/stream).
+// sentences it pushes TEXT a sentence at a time, each followed by a flush
+// (as an agent flushes a segment of its LLM's answer), DELAY ms apart;
+// with MODE synthesize it asks for TEXT whole (POST
+// /v1/text-to-speech/VOICE/stream).
 // It prints one JSON line: the audio's bytes in base64, the plugin's
 // timed transcript, and when (ms from the start) the last text was pushed
 // and the first audio came.
@@ -21,9 +24,10 @@ const t0 = performance.now();
 let lastText = 0;
 const stream = mode === 'synthesize' ? tts.synthesize(text) : tts.stream();
 const feed = mode === 'synthesize' ? Promise.resolve() : (async () => {
-  const words = text.split(' ');
-  for (let i = 0; i < words.length; i++) {
-    stream.pushText(i === 0 ? words[i] : ' ' + words[i]);
+  const pieces = mode === 'sentences' ? text.match(/[^.!?]+[.!?]+\s*/g) : text.split(' ').map((w, i) => (i === 0 ? w : ' ' + w));
+  for (const piece of pieces) {
+    stream.pushText(piece);
+    if (mode === 'sentences') stream.flush();
     lastText = performance.now() - t0;
     await new Promise((r) => setTimeout(r, Number(delay)));
   }
