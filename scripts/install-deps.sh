@@ -21,7 +21,8 @@
 # examples' stages and the Python SDK's tests; python3-venv installs the
 # SDK into a fresh virtualenv, python3-websockets runs the README's
 # WebSocket client); chromium (the playground's tests, headless); the
-# OpenAI Node SDK pinned in test/openai-node; Tesseract 5 with its English
+# OpenAI Node SDK pinned in test/openai-node and LiveKit's ElevenLabs plugin
+# pinned in test/elevenlabs-node; Tesseract 5 with its English
 # and Simplified Chinese data (the OCR tests' independent peer) and the
 # DejaVu, Liberation and Noto CJK fonts (their test images).
 #
@@ -72,6 +73,11 @@ fi
 if [ $testing = 1 ] && [ ! -d test/openai-node/node_modules/openai ]; then
 	echo "installing: the OpenAI Node SDK (npm ci in test/openai-node)" >&2
 	npm ci --prefix test/openai-node --no-audit --no-fund --loglevel=error >/dev/null
+fi
+# LiveKit's ElevenLabs plugin, likewise (its native parts are npm packages too).
+if [ $testing = 1 ] && [ ! -d test/elevenlabs-node/node_modules/@livekit/agents-plugin-elevenlabs ]; then
+	echo "installing: LiveKit's ElevenLabs plugin (npm ci in test/elevenlabs-node)" >&2
+	npm ci --prefix test/elevenlabs-node --no-audit --no-fund --loglevel=error >/dev/null
 fi
 
 # install_npm_files PACKAGE@VERSION SHA256 DEST FILE... copies FILEs (paths

@@ -119,10 +119,17 @@ func (l *limitListener) release(c *limitConn) {
 }
 
 // track is http.Server.ConnState: it notes which connections hold a slot
-// without a request under way.
+// without a request under way. A hijacked connection (a speech stream
+// session) gives its slot back at once: sessions are bounded on their own
+// (SpeechStreamLimits.MaxSessions), and would otherwise hold every slot
+// with no HTTP request under way and none to evict.
 func (l *limitListener) track(nc net.Conn, state http.ConnState) {
 	c, ok := nc.(*limitConn)
 	if !ok {
+		return
+	}
+	if state == http.StateHijacked {
+		c.once.Do(func() { c.release(c) })
 		return
 	}
 	l.mu.Lock()

@@ -20,7 +20,7 @@ func corsHandler(origins []string, h http.Handler) http.Handler {
 	return cors.New(cors.Options{
 		AllowedOrigins: origins,
 		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete},
-		AllowedHeaders: []string{"Authorization", "Content-Type", requestid.Header, headerTimestamps, "Traceparent", "Tracestate", "Baggage"},
+		AllowedHeaders: []string{"Authorization", "Content-Type", requestid.Header, headerTimestamps, headerStageTimings, elKeyHeader, "Traceparent", "Tracestate", "Baggage"},
 		ExposedHeaders: []string{requestid.Header, headerSampleRate, headerTimestamps, headerTimestampsOmitted, headerStreamError},
 		MaxAge:         int((10 * time.Minute).Seconds()),
 	}).Handler(h)

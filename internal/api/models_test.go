@@ -1,11 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -50,7 +52,10 @@ func twoPipelines(t *testing.T, hooks *testengine.Hooks, opts Options, yamls ...
 		}
 		orchs = append(orchs, o)
 	}
-	opts.Registry, opts.Logger = reg, testLogger(t)
+	opts.Registry = reg
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
 	srv, err := New(orchs, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +129,26 @@ func TestManyPipelines(t *testing.T) {
 		}
 	}
 	_ = resp
+}
+
+// TestPipelineShadowsAlias: a pipeline named like an OpenAI model name
+// that stands for another (the default) gets requests for that name, and
+// the server says so at start-up; named so as the default, it does not.
+func TestPipelineShadowsAlias(t *testing.T) {
+	shadow := strings.Replace(speechYAML, "name: speech", "name: tts-1", 1)
+	for _, tc := range []struct {
+		def  string
+		warn bool
+	}{{"other", true}, {"tts-1", false}} {
+		t.Run(tc.def, func(t *testing.T) {
+			var log bytes.Buffer
+			twoPipelines(t, nil, Options{DefaultModel: tc.def, Logger: slog.New(slog.NewTextHandler(&log, nil))}, shadow, otherYAML)
+			warned := strings.Contains(log.String(), "level=WARN") && strings.Contains(log.String(), "pipeline=tts-1")
+			if warned != tc.warn {
+				t.Errorf("default %s: warned %v, want %v:\n%s", tc.def, warned, tc.warn, log.String())
+			}
+		})
+	}
 }
 
 // TestPipelinesIsolated drives one pipeline past its admission limit: its

@@ -126,6 +126,11 @@ type Options struct {
 	StartPartial bool
 	// SpeechStream bounds the sessions of WS /v1/audio/speech/stream.
 	SpeechStream SpeechStreamLimits
+	// LiveShare bounds the share of each pipeline's admission slots that
+	// live input (the speech stream's utterances, and a Wyoming server's
+	// streams when it is given the same Share) holds at once; nil means
+	// a Share of its own of sessions.DefaultLiveShare.
+	LiveShare *sessions.Share
 }
 
 // Server is the HTTP API of a server's pipelines, one orchestrator each.
@@ -179,6 +184,9 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 	defaults.Set(&opts.ChunkWriteTimeout, DefaultChunkWriteTimeout)
 	defaults.Set(&opts.BodyReadTimeout, DefaultBodyReadTimeout)
 	defaults.Set(&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	if opts.LiveShare == nil {
+		opts.LiveShare, _ = sessions.NewShare(sessions.DefaultLiveShare)
+	}
 
 	m, err := newHTTPMetrics(opts.Registry)
 	if err != nil {
@@ -186,8 +194,9 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 	}
 	s := &Server{
 		byName: map[string]*served{}, opts: opts, log: opts.Logger,
-		reg: opts.Registry, metrics: m, sessions: wsSessions{Group: sessions.New()},
-		created: time.Now().Unix(), hosts: newHostSet(opts.AllowedHosts, opts.CORSOrigins),
+		reg: opts.Registry, metrics: m,
+		sessions: wsSessions{Group: sessions.New(), limit: sessions.NewLimit(opts.SpeechStream.withDefaults().MaxSessions, sessions.EvictGrace)},
+		created:  time.Now().Unix(), hosts: newHostSet(opts.AllowedHosts, opts.CORSOrigins),
 	}
 	for _, o := range orchs {
 		if err := s.add(o); err != nil {
@@ -196,6 +205,12 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 	}
 	if s.def, err = s.defaultModel(opts.DefaultModel); err != nil {
 		return nil, err
+	}
+	for _, p := range s.pipelines {
+		if isAlias(p.name) && p != s.def {
+			s.log.Warn("a pipeline is named like one of OpenAI's model names, which stand for the default pipeline: requests for it get this pipeline, not the default",
+				"pipeline", p.name, "default_model", s.def.name)
+		}
 	}
 	if opts.APIKey != "" {
 		h := sha256.Sum256([]byte(opts.APIKey))
@@ -290,6 +305,7 @@ func (s *Server) endpoints() []endpoint {
 			endpoint{"/v1/audio/voices", route{name: routeVoices, methods: methods{http.MethodGet: s.listVoices}}},
 			endpoint{"/v1/audio/captions", route{name: routeCaptions, maxBody: s.opts.MaxBody, methods: methods{http.MethodPost: s.captions}, bodyTypes: jsonBody}},
 		)
+		eps = append(eps, s.elevenLabsEndpoints()...)
 		eps = append(eps, s.playgroundEndpoints()...)
 	}
 	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})
@@ -385,6 +401,12 @@ type route struct {
 	// keyProtocol takes the API key from a WebSocket subprotocol too
 	// (WSKeyProtocol), when no Authorization header is sent.
 	keyProtocol bool
+	// keyHeader names a header that may carry the API key, as is, when no
+	// Authorization header is sent (ElevenLabs' xi-api-key).
+	keyHeader string
+	// socket: a WebSocket endpoint, whose refusals a browser sees
+	// (refuse).
+	socket bool
 }
 
 // jsonBody is the content type of the JSON POST endpoints.
@@ -422,7 +444,7 @@ func (s *Server) route(rt route) http.Handler {
 			return
 		}
 		if err := s.checkSite(r, rt); err != nil {
-			s.fail(w, r, err)
+			s.refuse(w, r, rt, err)
 			return
 		}
 		if !rt.open && s.keyHash != nil {
@@ -430,9 +452,12 @@ func (s *Server) route(rt route) http.Handler {
 			if _, keyed := protocolKey(r); rt.keyProtocol && keyed && r.Header.Get("Authorization") == "" {
 				check = s.checkProtocolKey
 			}
+			if rt.keyHeader != "" && r.Header.Get(rt.keyHeader) != "" && r.Header.Get("Authorization") == "" {
+				check = func(r *http.Request) error { return s.matchKey(r.Header.Get(rt.keyHeader), rt.keyHeader) }
+			}
 			if err := check(r); err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="omnistage"`)
-				s.fail(w, r, err)
+				s.refuse(w, r, rt, err)
 				return
 			}
 		}
@@ -482,7 +507,18 @@ func (s *Server) checkKey(r *http.Request) error {
 	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
 		return httperr.Errorf(http.StatusUnauthorized, httperr.CodeInvalidAPIKey, "missing API key: send the header Authorization: Bearer KEY")
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return s.matchKey(tok, "Authorization")
+}
+
+// matchKey checks key, sent in header, against the server's in constant
+// time. Both sides are hashed first so that the comparison does not
+// reveal the key's length either.
+func (s *Server) matchKey(key, header string) error {
+	key = strings.TrimSpace(key)
+	if key == "" {
+		return httperr.Errorf(http.StatusUnauthorized, httperr.CodeInvalidAPIKey, "missing API key: the header %s is empty", header)
+	}
+	got := sha256.Sum256([]byte(key))
 	if subtle.ConstantTimeCompare(got[:], s.keyHash[:]) != 1 {
 		return httperr.Errorf(http.StatusUnauthorized, httperr.CodeInvalidAPIKey, "incorrect API key")
 	}

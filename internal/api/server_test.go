@@ -65,7 +65,10 @@ func TestUnknownRouteListsEndpoints(t *testing.T) {
 	}{
 		{"full", Options{}, []string{
 			"POST /v1/audio/speech", "GET /v1/audio/speech/stream", "POST /v1/generate", "POST /v1/run", "GET and DELETE /v1/requests/{id}", "GET /v1/models", "GET /v1/audio/models",
-			"GET /v1/audio/voices", "POST /v1/audio/captions", "GET /v1/pipeline", "GET /", "GET /playground/{file}",
+			"GET /v1/audio/voices", "POST /v1/audio/captions",
+			"GET /v1/text-to-speech/{voice_id}/multi-stream-input", "GET /v1/text-to-speech/{voice_id}/stream-input",
+			"POST /v1/text-to-speech/{voice_id}", "POST /v1/text-to-speech/{voice_id}/stream", "GET /v1/voices",
+			"GET /v1/pipeline", "GET /", "GET /playground/{file}",
 			"GET /health", "GET /ready", "GET /metrics",
 		}},
 		{"stage", Options{Stage: &stage}, []string{
@@ -86,7 +89,7 @@ func TestUnknownRouteListsEndpoints(t *testing.T) {
 			}
 			for _, ep := range tc.want {
 				methods, path, _ := strings.Cut(ep, " /")
-				path = strings.NewReplacer("{id}", "r1", "{file}", "playground.js").Replace("/" + path)
+				path = strings.NewReplacer("{id}", "r1", "{file}", "playground.js", "{voice_id}", "slt").Replace("/" + path)
 				for _, m := range strings.Split(methods, " and ") {
 					resp, body := f.do(context.Background(), m, path, nil)
 					var e apijson.ErrorBody

@@ -49,6 +49,9 @@ const (
 	headerTimestamps        = "X-Word-Timestamps"
 	headerTimestampsOmitted = "X-Word-Timestamps-Omitted"
 	headerStreamError       = "X-Stream-Error"
+	// headerStageTimings asks a stream_format sse answer for its
+	// speech.stages event, which no OpenAI client expects.
+	headerStageTimings = "X-Stage-Timings"
 )
 
 var errNoAudio = errors.New("the pipeline produced no audio")
@@ -59,6 +62,7 @@ type speechPlan struct {
 	format     string
 	stream     string
 	timestamps bool
+	stages     bool // a speech.stages event (headerStageTimings)
 	chars      int
 	req        orchestrator.Request
 }
@@ -108,6 +112,13 @@ func (s *Server) parseSpeech(r *http.Request, req *apijson.SpeechRequest) (*spee
 			return nil, httperr.BadRequest("header %s is %q; want true or false", headerTimestamps, h)
 		}
 		p.timestamps = b
+	}
+	if h := r.Header.Get(headerStageTimings); h != "" {
+		b, err := strconv.ParseBool(h)
+		if err != nil {
+			return nil, httperr.BadRequest("header %s is %q; want true or false", headerStageTimings, h)
+		}
+		p.stages = b
 	}
 	if p.timestamps && p.stream == streamAudio {
 		return nil, httperr.BadRequest("word timestamps cannot ride on chunked audio (stream_format audio): use stream_format sse, which sends a speech.word_timestamps event, or no stream_format, which sends the %s header", headerTimestamps)

@@ -239,8 +239,10 @@ func (f *sseForm) done(st *orchestrator.Stream, p *speechPlan, durationMs int) e
 			return sendError{err}
 		}
 	}
-	if err := f.ev.send(apijson.SpeechEvent{Type: apijson.SpeechStages, Stages: stageTimings(st)}); err != nil {
-		return sendError{err}
+	if p.stages {
+		if err := f.ev.send(apijson.SpeechEvent{Type: apijson.SpeechStages, Stages: stageTimings(st)}); err != nil {
+			return sendError{err}
+		}
 	}
 	err := f.ev.send(apijson.SpeechEvent{Type: apijson.SpeechDone, Usage: &apijson.SpeechUsage{
 		InputTokens: p.chars, TotalTokens: p.chars, AudioDurationMs: durationMs,

@@ -5,6 +5,7 @@ package api
 // and the sessions a server has open, which its shutdown ends.
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/defaults"
 	"github.com/omnistage/omnistage/internal/httperr"
+	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/quote"
 	"github.com/omnistage/omnistage/internal/sessions"
 )
@@ -50,6 +52,8 @@ const (
 	DefaultStreamMaxUtteranceText = 1 << 20
 	DefaultStreamMaxQueued        = 16
 	DefaultStreamMaxMessage       = 256 << 10
+	DefaultStreamMaxSessions      = 256
+	DefaultStreamMaxUtteranceOpen = 2 * time.Minute
 )
 
 // SpeechStreamLimits bound the sessions of WS /v1/audio/speech/stream; a
@@ -69,11 +73,23 @@ type SpeechStreamLimits struct {
 	MaxText int
 	// MaxUtteranceText bounds one utterance's text, in bytes.
 	MaxUtteranceText int
+	// MaxUtteranceOpen bounds the time from an utterance's first text to
+	// its input.done, for which it holds its request's admission slots:
+	// past it, the utterance is ended as input.done would (its text so
+	// far is spoken), after an error event.
+	MaxUtteranceOpen time.Duration
 	// MaxQueued bounds the utterances waiting for the one being spoken.
 	MaxQueued int
 	// MaxMessage bounds one message of the client, in bytes: past it the
 	// connection is closed with status 1009.
 	MaxMessage int64
+	// MaxSessions bounds the sessions open at once. They do not count
+	// among Options.MaxConns (a session is no HTTP connection once it has
+	// begun); a new one past the bound takes the place of the session
+	// with no utterance in progress for the longest (at least
+	// sessions.EvictGrace), which is closed with status 1013, and is
+	// refused (503 overloaded) when every session is speaking.
+	MaxSessions int
 }
 
 func (l SpeechStreamLimits) withDefaults() SpeechStreamLimits {
@@ -83,6 +99,8 @@ func (l SpeechStreamLimits) withDefaults() SpeechStreamLimits {
 	defaults.Set(&l.MaxUtteranceText, DefaultStreamMaxUtteranceText)
 	defaults.Set(&l.MaxQueued, DefaultStreamMaxQueued)
 	defaults.Set(&l.MaxMessage, DefaultStreamMaxMessage)
+	defaults.Set(&l.MaxSessions, DefaultStreamMaxSessions)
+	defaults.Set(&l.MaxUtteranceOpen, DefaultStreamMaxUtteranceOpen)
 	return l
 }
 
@@ -90,7 +108,7 @@ func (l SpeechStreamLimits) withDefaults() SpeechStreamLimits {
 // a GET that upgrades, behind the cross-site checks and the API key (which
 // it also takes as a subprotocol).
 func (s *Server) speechStreamEndpoint() endpoint {
-	return endpoint{speechStreamPath, route{name: routeSpeechStream, keyProtocol: true, methods: methods{http.MethodGet: s.speechSession}}}
+	return endpoint{speechStreamPath, route{name: routeSpeechStream, keyProtocol: true, socket: true, methods: methods{http.MethodGet: s.speechSession}}}
 }
 
 // speechSession upgrades to a session. The route has checked the Host, the
@@ -106,12 +124,28 @@ func (s *Server) speechSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, httperr.BadRequest("a client that sends its API key as the subprotocol %s... must also offer the subprotocol %q, which the server selects", WSKeyProtocol, WSProtocol))
 		return
 	}
+	form := cmp.Or(r.URL.Query().Get("word_timestamps_form"), formEvents)
+	if form != formEvents && form != formChunks {
+		s.fail(w, r, httperr.BadRequest("word_timestamps_form %q: use %s or %s", quote.Short(form), formEvents, formChunks))
+		return
+	}
 	if s.draining.Load() || !s.sessions.add(r) {
 		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "server is shutting down"))
 		return
 	}
 	defer s.sessions.Done()
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	limits := s.opts.SpeechStream.withDefaults()
+	evicted := make(chan struct{})
+	slot, ok := s.sessions.limit.Take(func() { close(evicted) })
+	if !ok {
+		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, string(orchestrator.CodeOverloaded),
+			"the server holds its most speech stream sessions (%d), every one with an utterance in progress; retry later", limits.MaxSessions))
+		return
+	}
+	defer slot.Release()
+	// A frame header that announces a message past the bound ends the
+	// session at once (wsframe.go), not once its payload has come.
+	conn, err := websocket.Accept(&guardedWriter{ResponseWriter: w, limit: limits.MaxMessage}, r, &websocket.AcceptOptions{
 		Subprotocols: []string{WSProtocol},
 		// checkSite has checked the Origin, with the server's own rules
 		// (its own origin, or --cors-origins).
@@ -121,9 +155,43 @@ func (s *Server) speechSession(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("speech stream: upgrade failed", "err", err)
 		return
 	}
-	limits := s.opts.SpeechStream.withDefaults()
 	conn.SetReadLimit(limits.MaxMessage)
-	newSession(s, conn, limits).run()
+	ss := newSession(s, conn, limits)
+	ss.slot, ss.evicted, ss.form = slot, evicted, form
+	ss.run()
+}
+
+// refuse answers a request that rt's checks refuse with err. A browser's
+// WebSocket handshake (one with an Origin) that a WebSocket endpoint
+// refuses is completed, then closed at once with status 1008 and the
+// error's code and message as the reason: a browser shows a refused
+// handshake only as a failed connection, its status and body hidden from
+// the page, while a close's reason reaches it (CloseEvent.reason). Nothing
+// is read from such a connection: it does what a refusal does.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, rt route, err error) {
+	if !rt.socket || r.Header.Get("Origin") == "" || checkUpgrade(r) != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// A browser fails a connection whose server selects none of the
+	// subprotocols it offered; never the one carrying a key.
+	var protocols []string
+	for _, p := range offeredProtocols(r) {
+		if !strings.HasPrefix(p, WSKeyProtocol) {
+			protocols = append(protocols, p)
+		}
+	}
+	conn, aerr := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: protocols, InsecureSkipVerify: true})
+	if aerr != nil {
+		return
+	}
+	_, _, code := httperr.Classify(err)
+	reason := code + ": " + err.Error()
+	if len(reason) > 123 { // a close frame's reason holds at most 123 bytes
+		reason = strings.ToValidUTF8(reason[:120], "") + "..."
+	}
+	s.log.Debug("websocket refused after its handshake", "code", code, "err", err)
+	_ = conn.Close(websocket.StatusPolicyViolation, reason)
 }
 
 // checkUpgrade refuses a request that is not a WebSocket opening
@@ -206,6 +274,7 @@ func (s *Server) checkProtocolKey(r *http.Request) error {
 // tells them to end, and Run waits for them (sessions.Group.Drain).
 type wsSessions struct {
 	*sessions.Group
+	limit   *sessions.Limit // SpeechStreamLimits.MaxSessions
 	mu      sync.Mutex
 	watched map[*http.Server]bool
 }

@@ -210,3 +210,90 @@ func TestSpeechStreamSentenceEnds(t *testing.T) {
 		t.Error(`"Dr. " was spoken before its next word`)
 	}
 }
+
+// TestSpeechStreamChunksBuiltin: vLLM-Omni's form on the built-in
+// pipeline: a sentence's timestamps and audio.done come as soon as its
+// words are aligned, before the rest of the text is sent, and the words,
+// moved by each sentence's start, are those of the text posted whole.
+func TestSpeechStreamChunksBuiltin(t *testing.T) {
+	f := realFixture(t, "builtin:tts", "")
+	resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech",
+		map[string]any{"model": "tts", "input": liveText, "response_format": "pcm"}, "X-Word-Timestamps", "true")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /v1/audio/speech: %d %s", resp.StatusCode, body)
+	}
+	var whole []engine.Word
+	if err := json.Unmarshal([]byte(resp.Header.Get("X-Word-Timestamps")), &whole); err != nil {
+		t.Fatal(err)
+	}
+	c := dialQuery(t, f.url, "word_timestamps_form=audio.chunk")
+	c.event(evConfig, "model", "tts", "response_format", "pcm", "stream_audio", true, "word_timestamps", true)
+	first, rest, _ := strings.Cut(liveText, " It")
+	feedWords(c, first+" It")
+	msgs := c.until(evAudioDone) // with the rest not sent yet
+	feedWords(c, rest)
+	c.event(evDone)
+	msgs = append(msgs, c.until(evSessionDone)...)
+	var got []engine.Word
+	offset, sentenceBytes := 0, 0
+	for _, m := range msgs {
+		if m.typ == evAudioStart {
+			sentenceBytes = 0
+		}
+		if m.typ != evAudioChunk {
+			continue
+		}
+		var ch chunkEvent
+		m.decode(t, &ch)
+		if ch.Timestamps == nil {
+			sentenceBytes += len(ch.AudioB64)
+			continue
+		}
+		for _, w := range *ch.Timestamps {
+			got = append(got, engine.Word{Word: w.Word, StartMs: w.StartMs + offset, EndMs: w.EndMs + offset})
+		}
+		offset += sentenceBytes * 1000 / 32000
+	}
+	if len(got) != len(whole) {
+		t.Fatalf("%d words, want %d", len(got), len(whole))
+	}
+	for i, w := range whole {
+		// Each sentence's times are whole milliseconds from its own start.
+		if g := got[i]; g.Word != w.Word || abs(g.StartMs-w.StartMs) > 1 || abs(g.EndMs-w.EndMs) > 1 {
+			t.Errorf("word %d: %+v, want %+v", i, g, w)
+		}
+	}
+}
+
+// TestSpeechStreamClauses: with split_granularity clause, a clause is
+// spoken as soon as its comma and the space after it arrive, as a
+// sentence of its own (the audio of the clause posted whole); "1,000"
+// is no clause's end.
+func TestSpeechStreamClauses(t *testing.T) {
+	f := realFixture(t, "builtin:tts", "")
+	c := dialWS(t, f.url, nil)
+	c.event(evConfig, "model", "tts", "response_format", "pcm", "split_granularity", "clause")
+	c.event(evText, "text", "It costs 1,000 dollars, ")
+	msgs := c.until(evAudioDone)
+	var audio []byte
+	var start wsAudioStart
+	for _, m := range msgs {
+		audio = append(audio, m.audio...)
+		if m.typ == evAudioStart {
+			m.decode(t, &start)
+		}
+	}
+	if start.SentenceText != "It costs 1,000 dollars," {
+		t.Errorf("the first unit: %q", start.SentenceText)
+	}
+	if want := wholePCM(t, f, "It costs 1,000 dollars,"); !bytes.Equal(audio, want) {
+		t.Errorf("%d bytes, the clause posted whole %d", len(audio), len(want))
+	}
+	c.event(evText, "text", "or so")
+	c.event(evDone)
+	if h := c.utterance(); len(h.starts) != 1 || h.starts[0].SentenceText != "or so" {
+		t.Errorf("the rest: %+v", h.starts)
+	}
+}
+
+func abs(n int) int { return max(n, -n) }

@@ -29,7 +29,11 @@ func TestSpeechStreamRefusals(t *testing.T) {
 		code string
 		msg  string
 	}{
-		{"not JSON", func() { c.sendRaw(websocket.MessageText, []byte("{oops")) }, "invalid_json", ""},
+		{"not JSON", func() { c.sendRaw(websocket.MessageText, []byte("{oops")) }, "invalid_json", "the event is not valid JSON"},
+		{"not an object", func() { c.sendRaw(websocket.MessageText, []byte("[1]")) }, "invalid_json", "the event must be a JSON object, not a JSON array"},
+		{"data after it", func() { c.sendRaw(websocket.MessageText, []byte(`{"type":"input.done"} {}`)) }, "invalid_json", "the event has data after its JSON value"},
+		{"type not a string", func() { c.sendRaw(websocket.MessageText, []byte(`{"text":"x","type":3}`)) }, "invalid_json", "field type: want a string, got a JSON number"},
+		{"voice not a string", func() { c.event(evConfig, "voice", 3) }, "invalid_json", "voice"},
 		{"binary", func() { c.sendRaw(websocket.MessageBinary, []byte{1, 2}) }, "bad_request", "JSON text message"},
 		{"no type", func() { c.send(map[string]any{"text": "x"}) }, "bad_request", "has no type"},
 		{"unknown type", func() { c.event("input.flush") }, "bad_request", `unknown event type "input.flush"`},
@@ -38,7 +42,10 @@ func TestSpeechStreamRefusals(t *testing.T) {
 		{"text not a string", func() { c.event(evText, "text", 3) }, "invalid_json", "text"},
 		{"done with a field", func() { c.event(evDone, "now", true) }, "invalid_json", "now"},
 		{"bad speed", func() { c.event(evConfig, "speed", 9) }, "bad_request", "speed 9 is outside 0.25..4"},
-		{"bad format", func() { c.event(evConfig, "response_format", "aac") }, "bad_request", `response_format "aac" is not offered here`},
+		{"bad format", func() { c.event(evConfig, "response_format", "ogg") }, "bad_request", `response_format "ogg" is not offered here`},
+		{"bad split", func() { c.event(evConfig, "split_granularity", "word") }, "bad_request", `split_granularity "word": use sentence, clause, none`},
+		{"bad timestamps form", func() { c.event(evConfig, "word_timestamps_form", "x") }, "bad_request", `word_timestamps_form "x": use word_timestamps, audio.chunk`},
+		{"chunks need streamed pcm", func() { c.event(evConfig, "word_timestamps", true, "word_timestamps_form", "audio.chunk") }, "bad_request", "rides on streamed pcm"},
 		{"unknown model", func() { c.event(evConfig, "model", "nope") }, "model_not_found", `model "nope" is not served here`},
 		{"voice cloning", func() { c.event(evConfig, "ref_audio", "a.wav") }, "bad_request", "ref_audio: this server does not clone voices"},
 		{"unknown config field", func() { c.event(evConfig, "pitch", 2) }, "invalid_json", "pitch"},
@@ -46,7 +53,12 @@ func TestSpeechStreamRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.send()
-			wantErrorEvent(t, c.recv(), tc.code, tc.msg)
+			m := c.recv()
+			wantErrorEvent(t, m, tc.code, tc.msg)
+			if strings.Contains(string(m.raw), "request body") || strings.Contains(string(m.raw), "invalid request") ||
+				strings.Contains(string(m.raw), "unknown") && !strings.HasPrefix(tc.name, "unknown") && !strings.Contains(tc.name, "with a field") {
+				t.Errorf("an event is not a request body, nor a field of the wrong type unknown: %s", m.raw)
+			}
 		})
 	}
 	// vLLM-Omni's fields that change nothing here are taken.
@@ -166,7 +178,7 @@ func TestSpeechStreamLimits(t *testing.T) {
 	}
 	big := strings.Repeat("z", 1000)
 	c.event(evText, "text", big)
-	if s := c.closed(); s != websocket.StatusMessageTooBig {
+	if s := c.closed(evError); s != websocket.StatusMessageTooBig {
 		t.Errorf("a message of %d bytes closed the session with %d, want 1009", len(big)+30, s)
 	}
 

@@ -5,6 +5,7 @@ package api
 
 import (
 	"encoding/json"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +33,7 @@ const (
 const (
 	evAudioStart  = "audio.start"
 	evAudioDone   = "audio.done"
+	evAudioChunk  = "audio.chunk"
 	evWords       = "word_timestamps"
 	evCancelled   = "audio.cancelled"
 	evSessionDone = "session.done"
@@ -42,14 +44,49 @@ const (
 // names none, as vLLM-Omni's.
 const wsDefaultFormat = encode.WAV
 
-// wsFormats are the response formats a session may ask for: each
-// sentence's audio is a file of its own, made by the encoders of package
-// encode as the samples come, that decodes to exactly the sentence's
-// samples (Ogg Opus states its encoder's delay and its length). Not mp3:
-// its file per sentence would put the encoder's delay and padding, silence
-// that decoders keep, between the sentences; nor aac, whose encoder is an
-// ffmpeg process that would start once per sentence.
-var wsFormats = []string{encode.PCM, encode.WAV, encode.Opus, encode.FLAC}
+// wsFormats are the response formats a session may ask for. In pcm, wav,
+// opus and flac each sentence's audio is a file of its own, made by the
+// encoders of package encode as the samples come, that decodes to exactly
+// the sentence's samples (Ogg Opus states its encoder's delay and its
+// length). In mp3 and aac (utteranceWide) an utterance's audio is one
+// stream, as HTTP streams it, cut into its sentences' messages: a file per
+// sentence would put the encoder's delay and padding, silence that
+// decoders keep, between the sentences (and start aac's ffmpeg once per
+// sentence).
+var wsFormats = []string{encode.PCM, encode.WAV, encode.Opus, encode.FLAC, encode.MP3, encode.AAC}
+
+// utteranceWide reports whether format's audio is one stream per
+// utterance (wsFormats).
+func utteranceWide(format string) bool { return format == encode.MP3 || format == encode.AAC }
+
+// The values of split_granularity, as vLLM-Omni's: how an utterance's text
+// is cut into the units whose audio goes out on its own.
+const (
+	// splitSentence: at each sentence's end, as the talker finds it (the
+	// default: live input is for hearing the first sentence while the
+	// rest is being written, and the talker speaks every sentence of one
+	// request, so the audio is that of the whole text).
+	splitSentence = "sentence"
+	// splitClause: at each clause's end too (a comma or semicolon, and
+	// their CJK and Arabic forms, followed by white space): earlier audio,
+	// each clause spoken as a sentence of its own.
+	splitClause = "clause"
+	// splitNone: nothing until input.done, then the whole utterance as one
+	// unit, as vLLM-Omni's default.
+	splitNone = "none"
+)
+
+// The values of word_timestamps_form.
+const (
+	// formEvents: audio in binary messages, the timestamps in
+	// word_timestamps events on the utterance's timeline (omnistage's,
+	// the default).
+	formEvents = "word_timestamps"
+	// formChunks: vLLM-Omni's: audio in audio.chunk events (base64), and
+	// a sentence's timestamps, from its own start, in a last audio.chunk
+	// of no audio before its audio.done; needs stream_audio and pcm.
+	formChunks = "audio.chunk"
+)
 
 // wsConfigEvent is session.config. Besides the fields omnistage reads, it
 // takes those of vLLM-Omni's that change nothing here, so that its clients
@@ -68,14 +105,17 @@ type wsConfigEvent struct {
 	// stop before its sentence is spoken though no next word came (0:
 	// never; the next word decides).
 	SentenceQuietMs *int `json:"sentence_quiet_ms"`
+	// SplitGranularity is none, sentence (the default) or clause.
+	SplitGranularity *string `json:"split_granularity"`
+	// WordTimestampsForm is how word timestamps go out: word_timestamps
+	// (the default, or the URL's word_timestamps_form) or audio.chunk.
+	WordTimestampsForm *string `json:"word_timestamps_form"`
 
-	// Taken and ignored: sentences are always spoken one by one as they
-	// complete, and the talker's voice has no language, task or seed to
-	// choose.
+	// Taken and ignored: the talker's voice has no language, task or seed
+	// to choose.
 	Instructions            json.RawMessage `json:"instructions"`
 	Language                json.RawMessage `json:"language"`
 	TaskType                json.RawMessage `json:"task_type"`
-	SplitGranularity        json.RawMessage `json:"split_granularity"`
 	Seed                    json.RawMessage `json:"seed"`
 	MaxNewTokens            json.RawMessage `json:"max_new_tokens"`
 	InitialCodecChunkFrames json.RawMessage `json:"initial_codec_chunk_frames"`
@@ -112,10 +152,19 @@ type wsConfig struct {
 	// quiet is how long text that ends in a full stop waits for more
 	// before its sentence is spoken anyway (sentence_quiet_ms); 0: never.
 	quiet time.Duration
+	split string // split_granularity
+	// chunks: the timestamps (and so the audio) go out in audio.chunk
+	// events (word_timestamps_form audio.chunk, with word_timestamps).
+	chunks bool
 }
 
 // MaxSentenceQuiet bounds sentence_quiet_ms.
 const MaxSentenceQuiet = 10 * time.Second
+
+// decodeEvent decodes the event msg strictly into dst.
+func decodeEvent(msg []byte, dst any) error {
+	return httperr.UnmarshalMessage("the event", msg, dst)
+}
 
 // eventType returns the type of the event msg, a JSON object.
 func eventType(msg []byte) (string, error) {
@@ -123,7 +172,11 @@ func eventType(msg []byte) (string, error) {
 		Type *string `json:"type"`
 	}
 	if err := json.Unmarshal(msg, &ev); err != nil {
-		return "", httperr.UnmarshalJSON(msg, &struct{}{}) // its own words for why
+		var fields map[string]json.RawMessage
+		if err := decodeEvent(msg, &fields); err != nil {
+			return "", err // its own words for why
+		}
+		return "", httperr.Errorf(http.StatusBadRequest, httperr.CodeInvalidJSON, "field type: want a string, got a JSON %s", jsonKind(fields["type"]))
 	}
 	if ev.Type == nil || *ev.Type == "" {
 		return "", httperr.BadRequest("the event has no type: send {\"type\": %q, ...} first, then %q, %q, %q or %q", evConfig, evText, evDone, evCancel, evClose)
@@ -131,10 +184,31 @@ func eventType(msg []byte) (string, error) {
 	return *ev.Type, nil
 }
 
-// parseConfig checks a session.config event.
-func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
+// jsonKind names the kind of the JSON value v, as encoding/json's errors
+// do.
+func jsonKind(v json.RawMessage) string {
+	switch t := strings.TrimSpace(string(v)); {
+	case t == "":
+		return "nothing"
+	case t[0] == '{':
+		return "object"
+	case t[0] == '[':
+		return "array"
+	case t[0] == '"':
+		return "string"
+	case t == "true" || t == "false":
+		return "bool"
+	case t == "null":
+		return "null"
+	}
+	return "number"
+}
+
+// parseConfig checks a session.config event; form is the session's
+// default word_timestamps_form.
+func (s *Server) parseConfig(msg []byte, form string) (*wsConfig, error) {
 	var ev wsConfigEvent
-	if err := httperr.UnmarshalJSON(msg, &ev); err != nil {
+	if err := decodeEvent(msg, &ev); err != nil {
 		return nil, err
 	}
 	for name, v := range map[string]json.RawMessage{"ref_audio": ev.RefAudio, "ref_text": ev.RefText, "x_vector_only_mode": ev.XVectorOnlyMode, "speaker_embedding": ev.SpeakerEmbedding} {
@@ -158,6 +232,18 @@ func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
 	}
 	if c.format == "" {
 		c.format = wsDefaultFormat
+	}
+	if c.split, err = oneOf("split_granularity", ev.SplitGranularity, splitSentence, splitSentence, splitClause, splitNone); err != nil {
+		return nil, err
+	}
+	if ev.WordTimestampsForm != nil {
+		form = *ev.WordTimestampsForm
+	}
+	if form, err = oneOf("word_timestamps_form", &form, formEvents, formEvents, formChunks); err != nil {
+		return nil, err
+	}
+	if c.chunks = c.timestamps && form == formChunks; c.chunks && (!c.stream || c.format != encode.PCM) {
+		return nil, httperr.BadRequest("word_timestamps_form %q rides on streamed pcm, as vLLM-Omni's: set stream_audio true and response_format pcm", formChunks)
 	}
 	if !slices.Contains(wsFormats, c.format) {
 		return nil, httperr.BadRequest("response_format %q is not offered here: use %s (pcm is raw 16-bit little-endian mono at audio.start's sample_rate)", quote.Short(ev.ResponseFormat), strings.Join(wsFormats, ", "))
@@ -193,6 +279,18 @@ func (s *Server) parseConfig(msg []byte) (*wsConfig, error) {
 	return c, nil
 }
 
+// oneOf returns *v, or def when v is nil or empty, checking that it is
+// one of values.
+func oneOf(field string, v *string, def string, values ...string) (string, error) {
+	if v == nil || *v == "" {
+		return def, nil
+	}
+	if !slices.Contains(values, *v) {
+		return "", httperr.BadRequest("%s %q: use %s", field, quote.Short(*v), strings.Join(values, ", "))
+	}
+	return *v, nil
+}
+
 // modalities are what a request of c selects.
 func (c *wsConfig) modalities() []string {
 	if c.timestamps {
@@ -204,7 +302,7 @@ func (c *wsConfig) modalities() []string {
 // parseText returns the text of an input.text event.
 func parseText(msg []byte) (string, error) {
 	var ev wsTextEvent
-	if err := httperr.UnmarshalJSON(msg, &ev); err != nil {
+	if err := decodeEvent(msg, &ev); err != nil {
 		return "", err
 	}
 	if ev.Text == nil {
@@ -216,7 +314,7 @@ func parseText(msg []byte) (string, error) {
 // parseBare checks an event that carries nothing but its type.
 func parseBare(msg []byte) error {
 	var ev wsBareEvent
-	return httperr.UnmarshalJSON(msg, &ev)
+	return decodeEvent(msg, &ev)
 }
 
 // errNotJSONText is the answer to a binary message: events are JSON text.
@@ -248,6 +346,34 @@ type wsAudioStart struct {
 	SampleRate     int    `json:"sample_rate"`
 	Channels       int    `json:"channels"`
 	RequestID      string `json:"request_id"`
+	// WordTimestamps is set when the timestamps come in audio.chunk
+	// events, as vLLM-Omni's says.
+	WordTimestamps bool `json:"word_timestamps,omitempty"`
+}
+
+// wsAudioChunk is audio.chunk (vLLM-Omni's, with word_timestamps_form
+// audio.chunk): a piece of a sentence's audio, 16-bit PCM in base64, its
+// place from the sentence's start; or, after its audio, the sentence's
+// word timestamps from its start (Timestamps), with no audio.
+type wsAudioChunk struct {
+	Type           string       `json:"type"`
+	UtteranceIndex int          `json:"utterance_index"`
+	SentenceIndex  int          `json:"sentence_index"`
+	ChunkID        int          `json:"chunk_id"`
+	ChunkStartMs   int          `json:"chunk_start_ms"`
+	ChunkEndMs     int          `json:"chunk_end_ms"`
+	SampleRate     int          `json:"sample_rate"`
+	Channels       int          `json:"channels"`
+	AudioB64       []byte       `json:"audio_b64"`
+	Timestamps     *[]chunkWord `json:"timestamps"`
+}
+
+// chunkWord is a word of audio.chunk's timestamps, as vLLM-Omni's aligner
+// gives them.
+type chunkWord struct {
+	Word    string `json:"word"`
+	StartMs int    `json:"start_ms"`
+	EndMs   int    `json:"end_ms"`
 }
 
 // wsAudioDone is audio.done: a sentence's audio is all sent.

@@ -5,8 +5,10 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"testing"
 
@@ -15,8 +17,10 @@ import (
 
 // TestSpeechStreamFormats speaks two sentences in every format, with and
 // without stream_audio: pcm is the samples, wav a WAV file of them (of
-// unknown length when streamed), and mp3, opus and flac files that ffmpeg
-// decodes to about as many samples (exactly, for flac).
+// unknown length when streamed), opus and flac files that ffmpeg decodes
+// to about as many samples (exactly, for flac); the sentences' mp3 and
+// aac, back to back, are byte for byte what POST /v1/audio/speech streams
+// of the text.
 func TestSpeechStreamFormats(t *testing.T) {
 	f := newFixture(t, setup{yaml: liveYAML, engines: liveEngines(nil)})
 	const text = "First one here. And the second."
@@ -31,6 +35,14 @@ func TestSpeechStreamFormats(t *testing.T) {
 				h := c.utterance()
 				if h.end.typ != evSessionDone || len(h.sentences) != 2 {
 					t.Fatalf("%s, %d sentences", h.end.raw, len(h.sentences))
+				}
+				if utteranceWide(format) {
+					resp, body := f.do(context.Background(), http.MethodPost, "/v1/audio/speech",
+						map[string]any{"model": "live", "input": text, "response_format": format, "stream_format": "audio"})
+					if resp.StatusCode != http.StatusOK || !bytes.Equal(h.audio(), body) {
+						t.Errorf("%s: the sentences make %d bytes, HTTP streams %d (%d)", format, len(h.audio()), len(body), resp.StatusCode)
+					}
+					return
 				}
 				for i, file := range h.sentences {
 					if !stream && countAudio(h.msgs, i) != 1 {

@@ -82,6 +82,26 @@ func (o *wsOut) audio(u *utterance, b []byte, samples int) error {
 	return nil
 }
 
+// audioEvent sends the JSON event v, which carries audio of u's current
+// sentence of n bytes holding samples more samples, and counts them.
+func (o *wsOut) audioEvent(u *utterance, v any, n, samples int) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if u.sent.cancelled {
+		return errCancelled
+	}
+	if err := o.write(websocket.MessageText, b); err != nil {
+		return err
+	}
+	u.sent.bytes += int64(n)
+	u.sent.samples += int64(samples)
+	return nil
+}
+
 // note changes u's counts under the lock, unless u was cancelled.
 func (o *wsOut) note(u *utterance, f func(s *sentAudio)) error {
 	o.mu.Lock()

@@ -7,7 +7,9 @@ package api
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,7 +54,7 @@ func TestSpeechStreamAccess(t *testing.T) {
 		{name: "wrong key subprotocol", hdr: []string{"Sec-WebSocket-Protocol", WSProtocol + ", " + keyProtocol("sk-no")}, status: 401, code: "invalid_api_key", msg: "incorrect API key"},
 		{name: "empty key subprotocol", hdr: []string{"Sec-WebSocket-Protocol", WSProtocol + ", " + WSKeyProtocol}, status: 401, code: "invalid_api_key", msg: "holds no key"},
 		{name: "key subprotocol alone", hdr: []string{"Sec-WebSocket-Protocol", keyProtocol(key)}, status: 400, code: "bad_request", msg: `must also offer the subprotocol "omnistage"`},
-		{name: "another site's page", hdr: []string{"Authorization", auth, "Origin", "https://evil.example"}, status: 403, code: "forbidden_origin", msg: "may not call this server"},
+		{name: "another site's page, not a handshake", hdr: []string{"Authorization", auth, "Origin", "https://evil.example", "Upgrade", ""}, status: 403, code: "forbidden_origin", msg: "may not call this server"},
 		{name: "a rebound host", hdr: []string{"Authorization", auth, "Host", "rebound.example:80"}, status: 403, code: "forbidden_host", msg: "not one this server answers to"},
 		{name: "not a WebSocket", hdr: []string{"Authorization", auth, "Upgrade", "", "Connection", ""}, status: 426, code: "websocket_required", msg: "is a WebSocket endpoint"},
 		{name: "another version", hdr: []string{"Authorization", auth, "Sec-WebSocket-Version", "8"}, status: 400, code: "bad_request", msg: "only version 13"},
@@ -65,6 +67,34 @@ func TestSpeechStreamAccess(t *testing.T) {
 	}
 	resp, body := f.do(context.Background(), http.MethodPost, speechStreamPath, "{}", "Authorization", auth)
 	wantError(t, resp, body, http.StatusMethodNotAllowed, "method_not_allowed", "use GET")
+
+	// A browser's refused handshake (it sends an Origin) is completed and
+	// closed at once, its reason in the close (a browser hides a refused
+	// handshake's answer from the page); nothing is served on it.
+	for _, tc := range []struct {
+		name   string
+		opts   *websocket.DialOptions
+		reason string
+	}{
+		{"another site's page", &websocket.DialOptions{Subprotocols: []string{WSProtocol, keyProtocol(key)}, HTTPHeader: http.Header{"Origin": {"https://evil.example"}}},
+			`forbidden_origin: origin "https://evil.example" may not call this server: add it to serve --cors-origins`},
+		{"a page without the key", &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://app.example.com"}}}, "invalid_api_key: missing API key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := tryDialWS(f.url, tc.opts)
+			if err != nil {
+				t.Fatalf("the handshake: %v", err)
+			}
+			defer conn.CloseNow()
+			ctx, cancel := context.WithTimeout(context.Background(), wsDeadline)
+			defer cancel()
+			_, _, err = conn.Read(ctx)
+			var ce websocket.CloseError
+			if !errors.As(err, &ce) || ce.Code != websocket.StatusPolicyViolation || !strings.HasPrefix(ce.Reason, tc.reason) {
+				t.Errorf("closed with %v, want 1008 and %q", err, tc.reason)
+			}
+		})
+	}
 }
 
 // doHost sends a request whose headers are hdr (name, value pairs; an

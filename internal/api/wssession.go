@@ -14,6 +14,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/quote"
+	"github.com/omnistage/omnistage/internal/sessions"
 )
 
 // wsSession is one WebSocket session. Its loop (run) owns every field but
@@ -31,6 +32,7 @@ type wsSession struct {
 	stop   context.CancelFunc
 
 	cfg     *wsConfig    // nil before the first session.config
+	form    string       // word_timestamps_form unless session.config says (the URL's)
 	queue   []*utterance // in order; the head's relay runs once started
 	open    *utterance   // the utterance taking text (the queue's last), or nil
 	next    int          // the index of the next utterance
@@ -42,6 +44,13 @@ type wsSession struct {
 	// quiet fires when the open utterance's text has ended in a full stop
 	// for its configuration's quiet time, with no more text.
 	quiet *time.Timer
+	// openLimit fires when the open utterance has taken text for
+	// MaxUtteranceOpen.
+	openLimit *time.Timer
+	// slot is the session's place among the server's sessions; evicted is
+	// closed when a new session takes it.
+	slot    *sessions.Slot
+	evicted chan struct{}
 }
 
 // wsMessage is one message of the client.
@@ -117,10 +126,14 @@ func (ss *wsSession) loop() wsEnd {
 	ss.quiet = time.NewTimer(time.Hour)
 	ss.quiet.Stop()
 	defer ss.quiet.Stop()
+	ss.openLimit = time.NewTimer(time.Hour)
+	ss.openLimit.Stop()
+	defer ss.openLimit.Stop()
 	life := time.NewTimer(ss.limits.MaxLength)
 	defer life.Stop()
 	stopping := ss.s.sessions.Stopping().Done()
 	for {
+		ss.slot.Idle(len(ss.queue) == 0)
 		select {
 		case m := <-ss.msgs:
 			idle.Reset(ss.limits.Idle)
@@ -150,10 +163,20 @@ func (ss *wsSession) loop() wsEnd {
 			return ss.fatal(httperr.Errorf(http.StatusRequestTimeout, httperr.CodeSessionTimeout,
 				"the session reached its length limit of %s: open a new one", ss.limits.MaxLength),
 				websocket.StatusPolicyViolation, "session length limit")
+		case <-ss.openLimit.C:
+			if u := ss.open; u != nil {
+				_ = ss.out.event(u, errorEvent(httperr.Errorf(http.StatusRequestTimeout, httperr.CodeSessionTimeout,
+					"utterance %d has taken text for %s without %s: it is ended here, its text so far spoken, and more text begins the next utterance", u.index, ss.limits.MaxUtteranceOpen, evDone), u.index))
+				ss.done()
+			}
 		case <-ss.quiet.C:
 			if u := ss.open; u != nil && u.text.endsInStop() {
 				u.text.brkSentence()
 			}
+		case <-ss.evicted:
+			return ss.fatal(httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeSessionEvicted,
+				"the server holds its most sessions (%d), and this one, with no utterance in progress for the longest, was closed for a new one: open a session again when there is more to say", ss.limits.MaxSessions),
+				websocket.StatusTryAgainLater, "closed for a new session")
 		case <-stopping:
 			return ss.fatal(httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "server is shutting down"),
 				websocket.StatusGoingAway, "server shutting down")
@@ -173,6 +196,12 @@ func (ss *wsSession) speaking() bool {
 
 // readFailed ends the session whose connection failed or was closed.
 func (ss *wsSession) readFailed(err error) wsEnd {
+	if errors.Is(err, errFrameTooBig) {
+		ss.cancelAll(false)
+		_ = ss.out.event(nil, errorEvent(httperr.Errorf(http.StatusRequestEntityTooLarge, httperr.CodeInputTooLarge,
+			"a message longer than the session's limit of %d bytes was announced: the session is closed", ss.limits.MaxMessage), -1))
+		return wsEnd{code: websocket.StatusMessageTooBig, reason: "message too big"}
+	}
 	if errors.Is(err, websocket.ErrMessageTooBig) {
 		// The library closed the connection with 1009 already.
 		ss.log.Debug("speech stream: a message over the limit", "limit", ss.limits.MaxMessage)
@@ -257,7 +286,7 @@ func (ss *wsSession) configure(msg []byte) (wsEnd, bool) {
 	if ss.open != nil {
 		return ss.refuse(errConfigOpen)
 	}
-	cfg, err := ss.s.parseConfig(msg)
+	cfg, err := ss.s.parseConfig(msg, ss.form)
 	switch {
 	case err != nil && ss.cfg == nil:
 		// As vLLM-Omni's: a session that could not start is closed.
@@ -300,7 +329,7 @@ func (ss *wsSession) text(text string) (wsEnd, bool) {
 	}
 	u.text.add(text)
 	ss.quiet.Stop()
-	if u.cfg.quiet > 0 && u.text.endsInStop() {
+	if u.cfg.quiet > 0 && u.cfg.split != splitNone && u.text.endsInStop() {
 		ss.quiet.Reset(u.cfg.quiet)
 	}
 	ss.startNext()
@@ -313,6 +342,7 @@ func (ss *wsSession) begin() *utterance {
 	ss.next++
 	ss.queue = append(ss.queue, u)
 	ss.open = u
+	ss.openLimit.Reset(ss.limits.MaxUtteranceOpen)
 	return u
 }
 
@@ -348,6 +378,9 @@ func (ss *wsSession) startNext() {
 		if h.inputDone && h.text.size() == 0 {
 			ss.finish(h)
 			continue
+		}
+		if h.cfg.split == splitNone && !h.inputDone {
+			return // spoken whole, once input.done has come
 		}
 		h.started = true
 		go func() {

@@ -7,7 +7,9 @@ package api
 import (
 	"context"
 	"io"
+	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/omnistage/omnistage/internal/engine"
@@ -40,17 +42,21 @@ type sentAudio struct {
 	cancelled bool // audio.cancelled was sent: nothing of it goes out after
 	requestID string
 	rate      int
-	bytes     int64 // audio bytes sent (binary messages)
-	samples   int64 // samples those bytes surely cover (see wsOut.audio)
-	sentences int   // sentences whose audio.start was sent
-	current   int   // the sentence whose audio is going out, or the last; -1 before the first
-	heardEnd  int   // code point end of the last sentence whose audio is all sent
-	words     []engine.Word
+	bytes     int64         // audio bytes sent (binary messages)
+	samples   int64         // samples those bytes surely cover (see wsOut.audio)
+	sentences int           // sentences whose audio.start was sent
+	current   int           // the sentence whose audio is going out, or the last; -1 before the first
+	heardEnd  int           // code point end of the last sentence whose audio is all sent
+	words     []engine.Word // on the samples' timeline
 	spans     []engine.Span // of the sentences begun, in order
+	// leadMs is how much later than the samples a player plays them from
+	// the bytes (mp3 and aac): the words the client is told are moved so.
+	leadMs int
 }
 
 func newUtterance(parent context.Context, index int, cfg *wsConfig) *utterance {
 	u := &utterance{index: index, cfg: cfg, text: newTextQueue()}
+	u.text.clauses = cfg != nil && cfg.split == splitClause
 	u.ctx, u.cancel = context.WithCancel(parent)
 	u.sent.current = -1
 	return u
@@ -76,6 +82,8 @@ func (u *utterance) heard() wsCancelled {
 		if w.EndMs > ev.AudioMs {
 			continue
 		}
+		w.StartMs += s.leadMs
+		w.EndMs += s.leadMs
 		ev.Words = append(ev.Words, w)
 		end = max(end, w.CharEnd)
 	}
@@ -90,12 +98,20 @@ func (u *utterance) heard() wsCancelled {
 // chunk, and the runtime appends it to the feed.
 type textQueue struct {
 	feed    *engine.Feed
+	clauses bool // split_granularity clause: each clause ends a sentence (cuts)
 	mu      sync.Mutex
 	pending string
-	taken   int           // bytes Recv has given the talker
-	done    bool          // no more text comes
-	brk     bool          // the text so far ends a sentence: Recv says so (engine.Text.Break)
-	ready   chan struct{} // signalled when pending grows or done is set
+	// cuts are the byte offsets in pending after which the text so far
+	// ends a clause (clauses): Recv gives the talker the text up to each
+	// in turn, with Break.
+	cuts []int
+	// mark is whether the text so far ends in a clause's mark that white
+	// space must follow to end it (clauses).
+	mark  bool
+	taken int           // bytes Recv has given the talker
+	done  bool          // no more text comes
+	brk   bool          // the text so far ends a sentence: Recv says so (engine.Text.Break)
+	ready chan struct{} // signalled when pending grows or done is set
 	// stop is whether the text so far ends in a full stop (closing quotes
 	// and brackets aside), which only the next word, or a quiet time,
 	// settles as a sentence's end.
@@ -114,12 +130,35 @@ var _ engine.Source = (*textQueue)(nil)
 // add appends s.
 func (q *textQueue) add(s string) {
 	q.mu.Lock()
+	if q.clauses {
+		q.cutClauses(s)
+	}
 	q.pending += s
 	if stop, known := engine.EndsInStop(s); known {
 		q.stop = stop
 	}
 	q.mu.Unlock()
 	q.signal()
+}
+
+// cutClauses notes the ends of clauses in s, about to be appended to
+// pending (q.mu is held): after a comma or semicolon followed by white
+// space (not in "1,000"), and at once after the CJK and Arabic forms,
+// which have no space after them, as vLLM-Omni's clause splitting.
+func (q *textQueue) cutClauses(s string) {
+	base := len(q.pending)
+	for i, r := range s {
+		switch {
+		case q.mark && unicode.IsSpace(r):
+			q.cuts = append(q.cuts, base+i+utf8.RuneLen(r))
+			q.mark = false
+		case strings.ContainsRune("，；、،", r):
+			q.cuts = append(q.cuts, base+i+utf8.RuneLen(r))
+			q.mark = false
+		default:
+			q.mark = r == ',' || r == ';'
+		}
+	}
 }
 
 // endsInStop reports whether the text so far ends in a full stop.
@@ -148,7 +187,7 @@ func (q *textQueue) close() {
 // drop forgets the text not taken yet, and ends the text.
 func (q *textQueue) drop() {
 	q.mu.Lock()
-	q.pending, q.done = "", true
+	q.pending, q.done, q.cuts = "", true, nil
 	q.mu.Unlock()
 	q.signal()
 }
@@ -181,6 +220,15 @@ func (q *textQueue) Recv(ctx context.Context) (engine.Chunk, error) {
 		q.mu.Lock()
 		text, done, brk := q.pending, q.done, q.brk
 		q.pending, q.brk = "", false
+		if len(q.cuts) > 0 {
+			// Up to the first clause's end, which ends a sentence.
+			cut := q.cuts[0]
+			text, q.pending, brk, q.brk = text[:cut], text[cut:], true, brk
+			q.cuts = q.cuts[1:]
+			for i := range q.cuts {
+				q.cuts[i] -= cut
+			}
+		}
 		q.taken += len(text)
 		q.mu.Unlock()
 		switch {
@@ -195,6 +243,12 @@ func (q *textQueue) Recv(ctx context.Context) (engine.Chunk, error) {
 			return engine.Chunk{}, ctx.Err()
 		}
 	}
+}
+
+// cpLen returns the code points of the text the talker has taken.
+func (q *textQueue) cpLen() int {
+	all, _ := q.feed.Text()
+	return utf8.RuneCountInString(all)
 }
 
 // slice returns the code points [start, end) of the text the talker has

@@ -93,7 +93,7 @@ func printConfigError(w io.Writer, err error) {
 func route(_ context.Context, env Env, args []string) int {
 	fs := newFlags(env, "route", "route [--config F ...] [--json]")
 	var configs multiFlag
-	fs.Var(&configs, "config", "pipeline config file (one pipeline per YAML document), or builtin:NAME; repeatable (default: the built-in tts pipeline)")
+	fs.Var(&configs, "config", "pipeline config file (one pipeline per YAML document), or builtin:NAME; repeatable (default: every built-in pipeline, as serve serves them)")
 	asJSON := fs.Bool("json", false, "print the route as JSON (an array when there are several pipelines)")
 	pos, status, ok := parse(fs, args)
 	if !ok {
@@ -103,11 +103,14 @@ func route(_ context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "omnistage route: unexpected argument %q\n", pos[0])
 		return ExitUsage
 	}
-	if len(configs) == 0 {
-		configs = multiFlag{"builtin:" + pipeline.DefaultBuiltin}
-	}
 	cfgs, err := env.loadPipelines(configs)
-	if err != nil {
+	switch {
+	case err != nil && len(configs) == 0 && len(cfgs) > 0:
+		// As serve without --config: the built-ins whose engines this
+		// build lacks are served all the same, and answer 503.
+		fmt.Fprintln(env.Stderr, "omnistage route: some built-in pipelines cannot start in this build (serve answers them with 503):")
+		printConfigError(env.Stderr, err)
+	case err != nil:
 		printConfigError(env.Stderr, err)
 		return ExitUsage
 	}

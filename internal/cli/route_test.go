@@ -15,6 +15,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/shipped"
 	"github.com/omnistage/omnistage/internal/engine/testengine"
+	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
 // runCLI runs the command line with the shipped engines and the test
@@ -51,14 +52,21 @@ const reorderConfig = `pipeline:
   aligner: {engine: sphinx-aligner}
 `
 
+// TestRouteDefault: without --config, route prints every built-in
+// pipeline, as serve serves them all.
 func TestRouteDefault(t *testing.T) {
 	out, errs, code := runCLI(t, "route")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"pipeline: tts", "route: 0 -> 1\n", "skipped: none", "aligner: 2 (sphinx-aligner) after stage 1"} {
+	for _, want := range []string{"pipeline: tts (builtin:tts)", "route: 0 -> 1\n", "skipped: none", "aligner: 2 (sphinx-aligner) after stage 1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, name := range pipeline.Builtins() {
+		if !strings.Contains(out, "pipeline: "+name+" (builtin:"+name+")") {
+			t.Errorf("output lacks the built-in %s:\n%s", name, out)
 		}
 	}
 }

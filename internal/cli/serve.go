@@ -18,7 +18,7 @@ import (
 	"github.com/omnistage/omnistage/internal/pipeline"
 )
 
-const serveSynopsis = "serve [--config F ...] [--default-model NAME] [--start-partial] [--addr 127.0.0.1:8080] [--stage N [--pipeline NAME]] [--payload-key-file F ...] [--payload-lifetime D] [--insecure] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--cors-origins O] [--allowed-hosts H] [--hop-min-input-rate B] [--hop-input-window D] [--hop-max-duration D] [--wyoming ADDR [--wyoming-insecure] [--wyoming-sentence-quiet D]] [--turns=false] [--log-level L]"
+const serveSynopsis = "serve [--config F ...] [--default-model NAME] [--start-partial] [--addr 127.0.0.1:8080] [--stage N [--pipeline NAME]] [--payload-key-file F ...] [--payload-lifetime D] [--insecure] [--api-key-file F] [--shutdown-timeout D] [--max-conns N] [--max-sessions N] [--live-share F] [--cors-origins O] [--allowed-hosts H] [--hop-min-input-rate B] [--hop-input-window D] [--hop-max-duration D] [--wyoming ADDR [--wyoming-insecure] [--wyoming-peers P] [--wyoming-sentence-quiet D]] [--turns=false] [--log-level L]"
 
 // serveFlags are serve's command line, parsed and checked.
 type serveFlags struct {
@@ -44,6 +44,7 @@ type serveFlags struct {
 	logLevel        slog.Level
 	turns           bool // share the CPU among requests by playback deadline
 	wyoming         wyomingFlags
+	live            liveFlags
 	hop             hopLimitFlags
 }
 
@@ -74,6 +75,7 @@ func parseServeFlags(env Env, args []string) (f *serveFlags, status int, ok bool
 	corsOrigins := fs.String("cors-origins", "", "comma-separated web origins whose pages may call the API from a browser (https://app.example.com), or * for any; the server also answers to their hosts; default none")
 	allowedHosts := fs.String("allowed-hosts", "", "comma-separated host names the server answers to besides its addresses, localhost, its host name and --addr's: names (stage-1.example.com), .example.com or *.example.com for a domain's, or * for any; a request naming another host is refused (403 forbidden_host), which keeps rebound DNS names out")
 	fs.BoolVar(&f.turns, "turns", true, "share the CPU among the requests of every pipeline by playback deadline: a request that has not spoken yet goes ahead of others' later sentences (false: every unit of work at once)")
+	f.live.register(fs)
 	f.wyoming.register(fs)
 	f.hop.register(fs)
 	logLevel := fs.String("log-level", defaultLevel, "log level: debug, info, warn or error")
@@ -95,6 +97,9 @@ func parseServeFlags(env Env, args []string) (f *serveFlags, status int, ok bool
 	}
 	if err := f.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fail("--log-level: %v", err)
+	}
+	if err := f.live.check(); err != nil {
+		return fail("%v", err)
 	}
 	if err := f.wyoming.check(f); err != nil {
 		return fail("%v", err)
@@ -125,7 +130,8 @@ func commaList(s string) []string {
 func (f *serveFlags) apiOptions() api.Options {
 	hopLimits, _ := f.hop.limits() // checked by parseServeFlags
 	return api.Options{ShutdownTimeout: f.shutdownTimeout, MaxConns: f.maxConns, CORSOrigins: f.corsOrigins, AllowedHosts: f.allowedHosts,
-		DefaultModel: f.defaultModel, StartPartial: f.startPartial || len(f.configs) == 0, HopLimits: hopLimits}
+		DefaultModel: f.defaultModel, StartPartial: f.startPartial || len(f.configs) == 0, HopLimits: hopLimits,
+		SpeechStream: api.SpeechStreamLimits{MaxSessions: f.live.maxSessions}, LiveShare: f.live.share}
 }
 
 func serve(ctx context.Context, env Env, args []string) int {

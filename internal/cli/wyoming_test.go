@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -36,11 +37,65 @@ func TestServeWyomingUsage(t *testing.T) {
 		{[]string{"serve", "--config", cfg, "--wyoming", "homeassistant.lan:10200"}, "reaches beyond this machine"},
 		{[]string{"serve", "--config", cfg, "--stage", "0", "--wyoming", "127.0.0.1:10200"}, "a stage server (--stage) has none"},
 		{[]string{"serve", "--config", cfg, "--wyoming-insecure"}, "--wyoming-insecure needs --wyoming"},
+		{[]string{"serve", "--config", cfg, "--wyoming-peers", "private"}, "--wyoming-peers needs --wyoming"},
+		{[]string{"serve", "--config", cfg, "--wyoming", "127.0.0.1:10200", "--wyoming-peers", "lan"}, `--wyoming-peers: "lan" is no network`},
+		{[]string{"serve", "--config", cfg, "--live-share", "0"}, "--live-share: the share of live input is 0"},
+		{[]string{"serve", "--config", cfg, "--live-share", "1.5"}, "want more than 0 and at most 1"},
+		{[]string{"serve", "--config", cfg, "--max-sessions", "0"}, "--max-sessions 0: want at least 1"},
 	}
 	for _, tc := range cases {
 		_, stderr, code := runCLI(t, tc.args...)
 		if code != ExitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, ExitUsage, tc.want)
+		}
+	}
+}
+
+// TestWyomingPeers: --wyoming-peers names networks by CIDR or by word;
+// without it, loopback is served, and the private networks too with
+// --wyoming-insecure.
+func TestWyomingPeers(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		in   []string
+		out  []string
+		any  bool
+	}{
+		{args: nil, in: []string{"127.0.0.1", "::1"}, out: []string{"192.168.1.20", "8.8.8.8"}},
+		{args: []string{"--wyoming-insecure"}, in: []string{"127.0.0.1", "192.168.1.20", "10.1.2.3", "172.17.0.2", "fd00::1", "fe80::1"}, out: []string{"8.8.8.8", "172.32.0.1", "2001:db8::1"}},
+		{args: []string{"--wyoming-peers", "192.168.1.0/24,loopback"}, in: []string{"192.168.1.20", "127.0.0.1"}, out: []string{"192.168.2.1", "10.0.0.1"}},
+		{args: []string{"--wyoming-insecure", "--wyoming-peers", "any"}, any: true},
+	} {
+		addr := "127.0.0.1:10200"
+		for _, a := range tc.args {
+			if a == "--wyoming-insecure" {
+				addr = "0.0.0.0:10200"
+			}
+		}
+		f, _, ok := parseServeFlags(Env{Stdout: io.Discard, Stderr: io.Discard}, append([]string{"--wyoming", addr}, tc.args...))
+		if !ok {
+			t.Fatalf("%v: refused", tc.args)
+		}
+		if tc.any != (f.wyoming.peers == nil) {
+			t.Errorf("%v: peers %v", tc.args, f.wyoming.peers)
+		}
+		has := func(ip string) bool {
+			for _, p := range f.wyoming.peers {
+				if p.Contains(netip.MustParseAddr(ip)) {
+					return true
+				}
+			}
+			return false
+		}
+		for _, ip := range tc.in {
+			if !has(ip) {
+				t.Errorf("%v: %s is not served", tc.args, ip)
+			}
+		}
+		for _, ip := range tc.out {
+			if has(ip) {
+				t.Errorf("%v: %s is served", tc.args, ip)
+			}
 		}
 	}
 }

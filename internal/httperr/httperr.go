@@ -50,6 +50,7 @@ const (
 	CodeWebSocketRequired = "websocket_required"
 	CodeInputTooLarge     = "input_too_large"
 	CodeSessionTimeout    = "session_timeout"
+	CodeSessionEvicted    = "session_evicted"
 	// Requests net/http refuses before any handler runs.
 	CodeHeadersTooLarge     = "headers_too_large"
 	CodeHeaderTimeout       = "header_timeout"

@@ -190,8 +190,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	pct("latency ms", r.LatencyMs)
 	pct("ttfa ms", r.TTFAMs)
-	u := r.Underruns
-	fmt.Fprintf(&b, "underruns    %d in %d streams, %.1f ms of silence in all (at most %.1f ms in one)\n", u.Events, u.Requests, u.StallMs, u.MaxStallMs)
+	if u := r.Underruns; u.Events == 0 {
+		fmt.Fprintln(&b, "underruns    none: every stream kept ahead of its playback")
+	} else {
+		fmt.Fprintf(&b, "underruns    %d in %d streams, %.1f ms of silence in all (at most %.1f ms in one)\n", u.Events, u.Requests, u.StallMs, u.MaxStallMs)
+	}
 	fmt.Fprintf(&b, "rtf          %.4f\n", r.RTF)
 	if r.Leaks.OK {
 		fmt.Fprintf(&b, "leak check   ok: %s\n", r.Leaks)

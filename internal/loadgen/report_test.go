@@ -122,6 +122,10 @@ func TestNewReport(t *testing.T) {
 
 func TestNewReportEmpty(t *testing.T) {
 	r := newReport(time.Now(), nil)
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil || !strings.Contains(b.String(), "underruns    none") || strings.Contains(b.String(), "in 0 streams") {
+		t.Errorf("a report without underruns says:\n%s", b.String())
+	}
 	if r.Requests != 0 || r.RPS != 0 || r.RTF != 0 || r.Errors == nil {
 		t.Errorf("empty report: %+v", r)
 	}

@@ -231,11 +231,17 @@ func (c *Config) StageSpec(id, replica int) (engineName string, spec engine.Spec
 	return a.Engine, spec
 }
 
-// DefaultVoiceAliases maps OpenAI's voice names to the built-in talker's
-// voices: the women's voices to slt, the men's to rms, the storytellers'
-// to awb.
+// DefaultVoiceAliases maps the voice names that clients of other servers
+// send to the built-in talker's voices, so that those clients work
+// unchanged: OpenAI's (the women's voices to slt, the men's to rms, the
+// storytellers' to awb), and the speakers of Qwen3-TTS's CustomVoice
+// models, which vLLM-Omni's examples send (Vivian by default; its women
+// to slt, its men to rms, Uncle_Fu, the seasoned one, to awb).
 var DefaultVoiceAliases = map[string]string{
 	"alloy": "slt", "coral": "slt", "nova": "slt", "sage": "slt", "shimmer": "slt", "marin": "slt",
 	"echo": "rms", "onyx": "rms", "ash": "rms", "cedar": "rms",
 	"fable": "awb", "ballad": "awb", "verse": "awb",
+	"vivian": "slt", "serena": "slt", "ono_anna": "slt", "sohee": "slt",
+	"ryan": "rms", "aiden": "rms", "dylan": "rms", "eric": "rms",
+	"uncle_fu": "awb",
 }

@@ -40,6 +40,8 @@ const (
 	CodeSessionLimit       = "session_limit"        // the connection reached its longest life
 	CodeTooManyConnections = "too_many_connections" // the server holds its most connections
 	CodeShuttingDown       = "shutting_down"        // the server is stopping
+	CodeStreamLimit        = "stream_limit"         // a stream took text for its longest without synthesize-stop
+	CodeForbiddenPeer      = "forbidden_peer"       // the connection comes from a network the server does not serve
 )
 
 // Width and Channels are those of all the audio the server sends: 16-bit

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"syscall"
 	"time"
@@ -35,6 +36,9 @@ const (
 	// DefaultTextBuffer is how many text pieces of a stream wait for the
 	// talker before the connection's reading waits too.
 	DefaultTextBuffer = 16
+	// DefaultMaxStream bounds a stream from synthesize-start to
+	// synthesize-stop.
+	DefaultMaxStream = 2 * time.Minute
 )
 
 // refuseTimeout bounds the error event written to a connection refused
@@ -51,8 +55,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the server's metrics; nil registers them nowhere.
 	Registerer prometheus.Registerer
-	// MaxConns bounds the connections open at once; one past it gets an
-	// error event and is closed.
+	// MaxConns bounds the connections open at once. A new one past it
+	// takes the place of the connection waiting for its next event, with
+	// no synthesis under way, for the longest (at least
+	// sessions.EvictGrace), which gets an error event and is closed; when
+	// every connection is synthesizing, the new one gets the error event.
 	MaxConns int
 	// IdleTimeout closes a connection from which no event came for that
 	// long (between events, and within one).
@@ -72,6 +79,20 @@ type Options struct {
 	// TextBuffer bounds the text pieces of a stream that wait for the
 	// talker.
 	TextBuffer int
+	// MaxStream bounds a stream (synthesize-start to synthesize-stop),
+	// for which its request holds an admission slot of its pipeline: past
+	// it the stream fails with stream_limit.
+	MaxStream time.Duration
+	// LiveShare bounds the share of each pipeline's admission slots that
+	// streams (live input, with the HTTP API's speech stream sessions
+	// when it is given the same Share) hold at once: a stream past it
+	// fails with overloaded. Nil means a Share of its own of
+	// sessions.DefaultLiveShare.
+	LiveShare *sessions.Share
+	// Peers are the networks whose connections the server serves; nil
+	// serves every peer. Another peer's connection gets an error event
+	// (forbidden_peer) and is closed.
+	Peers []netip.Prefix
 	// SentenceQuiet is how long a stream's text may end in a full stop,
 	// no next piece coming, before its sentence is spoken anyway (a full
 	// stop alone does not end a sentence: "Dr. Smith"); 0 means
@@ -92,6 +113,8 @@ type Server struct {
 	// group counts the sessions and the refusals being written, and ends
 	// them at a stop (see Run).
 	group *sessions.Group
+	// limit bounds the sessions (MaxConns), evicting idle ones.
+	limit *sessions.Limit
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
@@ -117,6 +140,10 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 	defaults.Set(&opts.MaxPayloadBytes, DefaultMaxPayloadBytes)
 	defaults.Set(&opts.MaxTextBytes, DefaultMaxTextBytes)
 	defaults.Set(&opts.TextBuffer, DefaultTextBuffer)
+	defaults.Set(&opts.MaxStream, DefaultMaxStream)
+	if opts.LiveShare == nil {
+		opts.LiveShare, _ = sessions.NewShare(sessions.DefaultLiveShare)
+	}
 	if opts.SentenceQuiet == 0 {
 		opts.SentenceQuiet = engine.DefaultSentenceQuiet
 	}
@@ -124,7 +151,8 @@ func New(orchs []*orchestrator.Orchestrator, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wyoming: metrics: %w", err)
 	}
-	return &Server{cat: cat, opts: opts, log: opts.Logger, m: m, group: sessions.New(), sessions: map[*session]struct{}{}}, nil
+	return &Server{cat: cat, opts: opts, log: opts.Logger, m: m, group: sessions.New(),
+		limit: sessions.NewLimit(opts.MaxConns, sessions.EvictGrace), sessions: map[*session]struct{}{}}, nil
 }
 
 // Run serves on ln until ctx ends, then stops, in this order:
@@ -184,7 +212,20 @@ func (s *Server) open(conn net.Conn) {
 		_ = conn.Close()
 		return
 	}
-	if len(s.sessions) >= s.opts.MaxConns {
+	if !s.allowed(conn.RemoteAddr()) {
+		s.m.forbidden.Inc()
+		go func() {
+			defer s.group.Done()
+			s.refusePeer(conn)
+		}()
+		return
+	}
+	var sess *session
+	slot, ok := s.limit.Take(func() {
+		s.m.evicted.Inc()
+		sess.evict()
+	})
+	if !ok {
 		s.m.refused.Inc()
 		go func() {
 			defer s.group.Done()
@@ -192,12 +233,13 @@ func (s *Server) open(conn net.Conn) {
 		}()
 		return
 	}
-	sess := s.newSession(conn)
+	sess = s.newSession(conn, slot)
 	s.sessions[sess] = struct{}{}
 	s.m.conns.Inc()
 	go func() {
 		defer s.group.Done()
 		defer s.closed(sess)
+		defer slot.Release()
 		sess.run()
 	}()
 }
@@ -207,6 +249,34 @@ func (s *Server) refuse(conn net.Conn) {
 	defer conn.Close()
 	w := newWriter(conn, conn, refuseTimeout)
 	_ = w.write(typeError, errorData{Text: fmt.Sprintf("the server holds its most connections (%d); try again later", s.opts.MaxConns), Code: CodeTooManyConnections}, nil, true)
+}
+
+// allowed reports whether the server serves a connection from addr
+// (Options.Peers).
+func (s *Server) allowed(addr net.Addr) bool {
+	if s.opts.Peers == nil {
+		return true
+	}
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().Unmap()
+	for _, p := range s.opts.Peers {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// refusePeer tells conn, from a network the server does not serve, so,
+// and closes it.
+func (s *Server) refusePeer(conn net.Conn) {
+	defer conn.Close()
+	s.log.Info("wyoming: a connection from a network not served was refused", "remote", conn.RemoteAddr().String())
+	w := newWriter(conn, conn, refuseTimeout)
+	_ = w.write(typeError, errorData{Text: "this server does not serve connections from " + conn.RemoteAddr().String() + " (serve --wyoming-peers)", Code: CodeForbiddenPeer}, nil, true)
 }
 
 func (s *Server) closed(sess *session) {
@@ -248,6 +318,8 @@ func (s *Server) pipelineNames() []string {
 type metrics struct {
 	conns     prometheus.Gauge
 	refused   prometheus.Counter
+	evicted   prometheus.Counter
+	forbidden prometheus.Counter
 	syntheses *prometheus.CounterVec
 	protocol  prometheus.Counter
 }
@@ -257,7 +329,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		conns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "omnistage_wyoming_connections",
 			Help: "Wyoming connections open."}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "omnistage_wyoming_connections_refused_total",
-			Help: "Wyoming connections refused because the server held its most."}),
+			Help: "Wyoming connections refused because the server held its most, all of them synthesizing."}),
+		evicted: prometheus.NewCounter(prometheus.CounterOpts{Name: "omnistage_wyoming_connections_evicted_total",
+			Help: "Wyoming connections closed while waiting for an event, to make room for a new one."}),
+		forbidden: prometheus.NewCounter(prometheus.CounterOpts{Name: "omnistage_wyoming_connections_forbidden_total",
+			Help: "Wyoming connections refused because they came from a network the server does not serve."}),
 		syntheses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "omnistage_wyoming_syntheses_total",
 			Help: "Wyoming syntheses ended, by form (whole: synthesize; stream: synthesize-start to -stop) and outcome (ok, failed, cancelled)."},
 			[]string{"form", "outcome"}),
@@ -267,7 +343,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.conns, m.refused, m.syntheses, m.protocol} {
+	for _, c := range []prometheus.Collector{m.conns, m.refused, m.evicted, m.forbidden, m.syntheses, m.protocol} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package wyoming
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -23,8 +24,11 @@ func TestDescribe(t *testing.T) {
 	if prog["name"] != "omnistage" || prog["installed"] != true || prog["supports_synthesize_streaming"] != true {
 		t.Errorf("program %v", prog)
 	}
-	if att, _ := prog["attribution"].(map[string]any); att["name"] == nil || att["url"] == nil {
+	if att, _ := prog["attribution"].(map[string]any); att["name"] == nil || att["url"] == "" || att["url"] == nil {
 		t.Errorf("program attribution %v: want a name and a url", prog["attribution"])
+	}
+	if v, _ := prog["version"].(string); v == "" {
+		t.Errorf("program version %v: want one, as wyoming-piper gives its", prog["version"])
 	}
 	type voice struct{ name, lang, attribution, description string }
 	var got []voice
@@ -38,6 +42,9 @@ func TestDescribe(t *testing.T) {
 			t.Fatalf("voice %v: want one language", m)
 		}
 		att := m["attribution"].(map[string]any)
+		if u, _ := att["url"].(string); u == "" || m["version"] == nil {
+			t.Errorf("voice %v: want an attribution url and a version", m)
+		}
 		got = append(got, voice{m["name"].(string), langs[0].(string), att["name"].(string), m["description"].(string)})
 	}
 	want := []voice{
@@ -174,6 +181,8 @@ func TestProtocolErrors(t *testing.T) {
 		{"a ping whose text is not a string", func(c *client) { c.send("ping", map[string]any{"text": []int{1}}) }, CodeMalformed},
 	}
 	c := dial(t, f.addr)
+	c.send("describe", nil) // a first line that is a Wyoming event
+	c.expect("info")
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c.t = t
@@ -200,6 +209,44 @@ func TestProtocolErrors(t *testing.T) {
 	}
 	if got := gather(t, f.reg, "omnistage_wyoming_protocol_errors_total"); got != float64(len(cases)+2) {
 		t.Errorf("protocol errors counted: %v, want %d", got, len(cases)+2)
+	}
+}
+
+// TestCrossProtocol: a connection whose first line is no Wyoming event
+// (an HTTP request, which any web page may send to this port) gets one
+// error event and is closed, its body's events never run; so is one that
+// sends a second malformed line with no event between, while one
+// malformed line after an event is only refused.
+func TestCrossProtocol(t *testing.T) {
+	f := serve(t, Options{})
+	body := `{"type":"synthesize","data":{"text":"Run from a web page."}}` + "\n"
+	for _, tc := range []struct {
+		name  string
+		first []string // events before, as raw lines
+		send  string
+	}{
+		{"an HTTP request", nil, "POST / HTTP/1.1\r\nHost: 127.0.0.1:10200\r\nContent-Type: text/plain\r\n" +
+			fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body)) + body},
+		{"a request line alone", nil, "GET / HTTP/1.1\r\n"},
+		{"two malformed lines in a row", []string{`{"type":"ping"}`, "not an event"}, "nor this\n" + body},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, f.addr)
+			for _, line := range tc.first {
+				c.raw([]byte(line + "\n"))
+				if line == "not an event" {
+					c.expectError(CodeMalformed)
+				} else {
+					c.expect("pong")
+				}
+			}
+			c.raw([]byte(tc.send))
+			c.expectError(CodeMalformed)
+			c.expectClosed()
+		})
+	}
+	if got := gather(t, f.reg, "omnistage_wyoming_syntheses_total"); got != 0 {
+		t.Errorf("%v syntheses ran", got)
 	}
 }
 

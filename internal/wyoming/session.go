@@ -11,7 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/omnistage/omnistage/internal/sessions"
 )
 
 // The ends of a session that are not the client's doing.
@@ -20,6 +23,7 @@ var (
 	errSessionLimit = errors.New("session limit")
 	errShuttingDown = errors.New("shutting down")
 	errHardStop     = errors.New("the server stopped")
+	errEvicted      = errors.New("evicted for a new connection")
 	errEnded        = errors.New("the connection ended")
 	// errFailed ends a session whose synthesis failed: its error event is
 	// sent, and the client waiting for the synthesis's end learns of it
@@ -47,10 +51,22 @@ type session struct {
 	// stream is the stream under way (synthesize-start to -stop); only the
 	// session's goroutine reads or writes it.
 	stream *stream
+	// framed is whether the last event read was framed well: a
+	// connection gets an error event for one malformed line, but one
+	// whose first line, or whose line after a malformed one, is malformed
+	// too is closed (it speaks another protocol: an HTTP request that a
+	// web page can send here would have its body's events run).
+	framed bool
+	seen   bool // an event was read
+
+	// slot is the session's place among the server's connections;
+	// evicted is set when a new connection takes it.
+	slot    *sessions.Slot
+	evicted atomic.Bool
 }
 
-func (s *Server) newSession(conn net.Conn) *session {
-	ss := &session{srv: s, conn: conn,
+func (s *Server) newSession(conn net.Conn, slot *sessions.Slot) *session {
+	ss := &session{srv: s, conn: conn, slot: slot,
 		r:   newReader(conn, limits{header: s.opts.MaxHeaderBytes, data: s.opts.MaxDataBytes, payload: s.opts.MaxPayloadBytes}),
 		w:   newWriter(conn, conn, s.opts.WriteTimeout),
 		log: s.log.With("remote", conn.RemoteAddr().String()),
@@ -101,12 +117,16 @@ func (ss *session) serve() error {
 // past is answered with an error event, and the next one read.
 func (ss *session) next() (event, error) {
 	for {
+		ss.slot.Idle(ss.stream == nil)
 		ss.mu.Lock()
 		err := ss.stopReading()
 		if err == nil {
 			deadline := time.Now().Add(ss.srv.opts.IdleTimeout)
 			if st := ss.stream; st != nil && !st.quietAt.IsZero() && st.quietAt.Before(deadline) {
 				deadline = st.quietAt // to tell the talker its sentence has ended
+			}
+			if st := ss.stream; st != nil && st.limitAt.Before(deadline) {
+				deadline = st.limitAt
 			}
 			err = ss.conn.SetReadDeadline(deadline)
 		}
@@ -118,13 +138,27 @@ func (ss *session) next() (event, error) {
 		var fe *frameError
 		var ne net.Error
 		switch {
+		case err == nil && ss.evicted.Load():
+			// Evicted as it came: the new connection has its place.
+			return event{}, errEvicted
 		case err == nil:
+			ss.slot.Idle(false)
+			ss.framed, ss.seen = true, true
 			return ev, nil
+		case errors.As(err, &fe) && !fe.fatal && !ss.framed:
+			return event{}, &frameError{msg: fe.msg + " (" + ss.notWyoming() + ")", fatal: true}
 		case errors.As(err, &fe) && !fe.fatal:
+			ss.framed = false
 			if err := ss.refuse(malformed("%s", fe.msg)); err != nil {
 				return event{}, err
 			}
 		case errors.As(err, &ne) && ne.Timeout():
+			if st := ss.stream; st != nil && !time.Now().Before(st.limitAt) {
+				st.abandon()
+				ss.stream = nil
+				ss.srv.m.syntheses.WithLabelValues(formStream, "failed").Inc()
+				return event{}, ss.fail(CodeStreamLimit, "the stream has taken text for %s without synthesize-stop, its longest: closing the connection", ss.srv.opts.MaxStream)
+			}
 			if st := ss.stream; st != nil {
 				if said, err := st.quiet(); said || err != nil {
 					if err != nil {
@@ -150,11 +184,22 @@ func (ss *session) next() (event, error) {
 	}
 }
 
+// notWyoming says why a malformed line ends the session.
+func (ss *session) notWyoming() string {
+	if !ss.seen {
+		return "the connection's first line is no Wyoming event"
+	}
+	return "a second malformed line, with no event between"
+}
+
 // stopReading returns why the session must read no more events, or nil.
 // ss.mu is held.
 func (ss *session) stopReading() error {
 	if ss.ctx.Err() != nil {
 		return ss.ctxEnd()
+	}
+	if ss.evicted.Load() {
+		return errEvicted
 	}
 	if ss.stream != nil && ss.stream.failed() {
 		return ss.stream.err
@@ -171,6 +216,12 @@ func (ss *session) ctxEnd() error {
 		return errHardStop
 	}
 	return context.Cause(ss.ctx)
+}
+
+// evict ends the session, idle, for a new connection.
+func (ss *session) evict() {
+	ss.evicted.Store(true)
+	ss.wake()
 }
 
 // wake makes a read under way return at once, so that the session looks
@@ -243,6 +294,8 @@ func (ss *session) end(err error) {
 		ss.say(CodeSessionLimit, fmt.Sprintf("the connection reached its longest life, %s: closing it", ss.srv.opts.MaxSession))
 	case errors.Is(err, errShuttingDown):
 		ss.say(CodeShuttingDown, "the server is shutting down")
+	case errors.Is(err, errEvicted):
+		ss.say(CodeTooManyConnections, fmt.Sprintf("the server holds its most connections (%d), and this one, waiting for an event the longest, was closed for a new one", ss.srv.opts.MaxConns))
 	case errors.As(err, &fe):
 		ss.srv.m.protocol.Inc()
 		ss.say(CodeMalformed, fe.msg+": closing the connection")

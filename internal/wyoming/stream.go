@@ -7,10 +7,12 @@ package wyoming
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/httperr"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 )
 
@@ -28,11 +30,16 @@ type stream struct {
 	// enough for a next piece: its sentence is then spoken (zero: not
 	// ending in one, or said already).
 	quietAt time.Time
+	// limitAt is when the stream reaches MaxStream.
+	limitAt time.Time
 
 	pieces chan engine.Chunk  // the request's input, once submitted
 	cancel context.CancelFunc // ends the request
-	done   chan struct{}      // closed when the relay has ended
-	err    error              // the relay's outcome, set before done closes
+	// release gives back the stream's place in its pipeline's share of
+	// live input, once submitted.
+	release func()
+	done    chan struct{} // closed when the relay has ended
+	err     error         // the relay's outcome, set before done closes
 }
 
 // startStream opens a stream.
@@ -53,7 +60,7 @@ func (ss *session) startStream(ev event) error {
 	if err != nil {
 		return ss.failSynthesis(formStream, err)
 	}
-	ss.stream = &stream{ss: ss, target: t, req: req}
+	ss.stream = &stream{ss: ss, target: t, req: req, limitAt: time.Now().Add(ss.srv.opts.MaxStream)}
 	return nil
 }
 
@@ -147,12 +154,20 @@ func (st *stream) submit() error {
 	ctx, cancel := context.WithCancel(ss.ctx)
 	pieces := make(chan engine.Chunk, ss.srv.opts.TextBuffer)
 	st.req.Input = engine.ChanSource(pieces)
+	share, slots := ss.srv.opts.LiveShare, st.target.orch.Config().Deploy.MaxInflight
+	release, ok := share.Take(st.target.orch, slots)
+	if !ok {
+		cancel()
+		return ss.failSynthesis(formStream, httperr.Errorf(http.StatusServiceUnavailable, string(orchestrator.CodeOverloaded),
+			"streams hold their share of pipeline %s's requests (%d of %d at once, serve --live-share): retry later", st.target.name, share.Cap(slots), slots))
+	}
 	out, err := st.target.orch.Submit(ctx, st.req)
 	if err != nil {
+		release()
 		cancel()
 		return ss.failSynthesis(formStream, err)
 	}
-	st.pieces, st.cancel, st.done = pieces, cancel, make(chan struct{})
+	st.pieces, st.cancel, st.done, st.release = pieces, cancel, make(chan struct{}), release
 	ss.log.Debug("wyoming synthesis", "request_id", out.ID(), "pipeline", st.target.name, "form", formStream)
 	go st.relay(ctx, out)
 	return nil
@@ -165,6 +180,7 @@ func (st *stream) submit() error {
 func (st *stream) relay(ctx context.Context, out *orchestrator.Stream) {
 	ss := st.ss
 	err := st.speak(ctx, out)
+	st.release()
 	switch {
 	case err == nil:
 		ss.srv.m.syntheses.WithLabelValues(formStream, "ok").Inc()

@@ -7,8 +7,10 @@ package wyoming
 
 import (
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
@@ -20,6 +22,41 @@ import (
 // programName names the info event's program: Home Assistant names its
 // text-to-speech entity after it.
 const programName = "omnistage"
+
+// programURL is where the program comes from.
+const programURL = "https://github.com/omnistage/omnistage"
+
+// engineURLs are where the talkers' engines come from, by the start of
+// their names; another engine's voices are attributed to the program.
+var engineURLs = map[string]string{"flite": "http://www.festvox.org/flite/"}
+
+// engineURL returns where engine comes from.
+func engineURL(engine string) string {
+	for prefix, url := range engineURLs {
+		if strings.HasPrefix(engine, prefix) {
+			return url
+		}
+	}
+	return programURL
+}
+
+// programVersion is the program's version, as the binary was built: its
+// module version, else its commit, else "devel".
+var programVersion = sync.OnceValue(func() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return strings.TrimPrefix(v, "v")
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			return "devel+" + s.Value[:12]
+		}
+	}
+	return "devel"
+})
 
 // target is a pipeline the server speaks with.
 type target struct {
@@ -109,9 +146,11 @@ func (c *catalog) info() infoData {
 	for _, t := range c.targets {
 		names = append(names, t.name)
 	}
+	version := programVersion()
 	prog := ttsProgram{
 		Name:                        programName,
-		Attribution:                 attribution{Name: programName},
+		Attribution:                 attribution{Name: programName, URL: programURL},
+		Version:                     &version,
 		Installed:                   true,
 		Description:                 "omnistage: the pipelines " + strings.Join(names, ", "),
 		SupportsSynthesizeStreaming: true,
@@ -122,8 +161,8 @@ func (c *catalog) info() infoData {
 		if e.voice.Language != "" {
 			langs = append(langs, e.voice.Language)
 		}
-		prog.Voices = append(prog.Voices, ttsVoice{Name: e.name, Attribution: attribution{Name: e.target.talker},
-			Installed: true, Description: e.description(), Languages: langs})
+		prog.Voices = append(prog.Voices, ttsVoice{Name: e.name, Attribution: attribution{Name: e.target.talker, URL: engineURL(e.target.talker)},
+			Installed: true, Description: e.description(), Languages: langs, Version: &version})
 	}
 	return infoData{ASR: []struct{}{}, TTS: []ttsProgram{prog}, Handle: []struct{}{}, Intent: []struct{}{},
 		Wake: []struct{}{}, Mic: []struct{}{}, Snd: []struct{}{}}
