@@ -76,11 +76,11 @@ type binding struct {
 	replica *pool.Replica
 	// holder holds the binding: the request, or, where the stage lets
 	// the request move to another replica, mig.
-	holder  pool.Holder
-	mig     *migration
-	job     engine.Job
-	sink    stageSink
-	src     chanSource // the next stage's input, when there is one
+	holder pool.Holder
+	mig    *migration
+	job    engine.Job
+	sink   stageSink
+	src    chanSource // the next stage's input, when there is one
 
 	// The stage's timeline (Stream.Timings): bound when bind got its
 	// replica, started and ended around Process (written by its task), first
