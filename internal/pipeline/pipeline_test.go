@@ -471,3 +471,23 @@ func TestVoiceAliases(t *testing.T) {
 		t.Errorf("built-in aliases %v, want the defaults", b.VoiceAliases)
 	}
 }
+
+// TestMigrateKeys: a stage may move a request after a loss unless its
+// deploy entry says migrate: false, and max_migrations defaults to
+// DefaultMaxMigrations.
+func TestMigrateKeys(t *testing.T) {
+	c := mustParse(t, "deploy-migrate.good.yaml")
+	if c.Deploy.MaxMigrations != 1 || !c.Deploy.Stages[0].Migrate || c.Deploy.Stages[1].Migrate {
+		t.Errorf("max_migrations %d, migrate %t and %t; want 1, true and false",
+			c.Deploy.MaxMigrations, c.Deploy.Stages[0].Migrate, c.Deploy.Stages[1].Migrate)
+	}
+	c = mustParse(t, "sequential.good.yaml")
+	if c.Deploy.MaxMigrations != DefaultMaxMigrations {
+		t.Errorf("max_migrations %d by default, want %d", c.Deploy.MaxMigrations, DefaultMaxMigrations)
+	}
+	for _, s := range c.Deploy.Stages {
+		if !s.Migrate {
+			t.Errorf("stage %d: migrate false by default", s.ID)
+		}
+	}
+}
