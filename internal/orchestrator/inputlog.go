@@ -44,13 +44,14 @@ type inputLog struct {
 	bytes   int            // about what the chunks kept hold, when not spanned
 	dropped bool           // past maxReplayBytes: nothing is kept
 	closed  bool           // the stage is done: Recv passes up's chunks on
-	room    chan struct{}  // closed, and replaced, when trim drops chunks
-	held    *engine.Chunk  // taken from up, not yet yielded: its unit is past the bound
+	held    engine.Chunk   // taken from up, not yet yielded: its unit is past the bound
+	holds   bool           // held is set
+	// room, made when a reader waits for it, is closed when trim drops
+	// chunks.
+	room chan struct{}
 }
 
-func newInputLog(up engine.Source) *inputLog {
-	return &inputLog{up: up, room: make(chan struct{})}
-}
+func newInputLog(up engine.Source) *inputLog { return &inputLog{up: up} }
 
 // Recv implements engine.Source: the kept chunks not yet yielded since
 // the last rewind, then up's, kept as they are yielded. A chunk of up
@@ -65,13 +66,16 @@ func (l *inputLog) Recv(ctx context.Context) (engine.Chunk, error) {
 			l.pos++
 			l.mu.Unlock()
 			return c, nil
-		case l.held != nil && (l.held.Span == nil || !l.spanned || l.units <= engine.MaxReplayAhead || l.closed || l.dropped):
-			c := *l.held
-			l.held = nil
+		case l.holds && (l.held.Span == nil || !l.spanned || l.units <= engine.MaxReplayAhead || l.closed || l.dropped):
+			c := l.held
+			l.held, l.holds = engine.Chunk{}, false
 			l.keep(c)
 			l.mu.Unlock()
 			return c, nil
-		case l.held != nil:
+		case l.holds:
+			if l.room == nil {
+				l.room = make(chan struct{})
+			}
 			room := l.room
 			l.mu.Unlock()
 			select {
@@ -95,7 +99,7 @@ func (l *inputLog) Recv(ctx context.Context) (engine.Chunk, error) {
 			l.mu.Unlock()
 			return c, err
 		}
-		l.held = &c
+		l.held, l.holds = c, true
 	}
 }
 
@@ -153,8 +157,7 @@ func (l *inputLog) trim(sentence int) bool {
 	clear(l.chunks[:i])
 	l.chunks = l.chunks[i:]
 	l.first += i
-	close(l.room)
-	l.room = make(chan struct{})
+	l.wake()
 	return true
 }
 
@@ -186,8 +189,15 @@ func (l *inputLog) close() {
 		l.chunks = l.chunks[read:]
 		l.first = l.pos
 	}
-	close(l.room)
-	l.room = make(chan struct{})
+	l.wake()
+}
+
+// wake lets a reader waiting for room go on; l.mu is held.
+func (l *inputLog) wake() {
+	if l.room != nil {
+		close(l.room)
+		l.room = nil
+	}
 }
 
 // chunkBytes is about what c holds, for the bound on input kept whole.

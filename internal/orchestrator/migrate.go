@@ -38,6 +38,12 @@ type migration struct {
 	mu      sync.Mutex
 	replica *pool.Replica           // the replica of the run under way
 	cancel  context.CancelCauseFunc // ends that run; nil between runs
+	run     context.Context         // the run's ctx, while it is under way
+
+	// Room for the input kept and the hashes of the output delivered of
+	// a short request, which then allocates nothing more.
+	chunkBuf [4]engine.Chunk
+	hashBuf  [8]uint64
 
 	// The loss that made the stage move last, for the error of a move
 	// that fails later (a replay that diverged).
@@ -64,8 +70,8 @@ func (rq *request) holderFor(st *stageRun) (pool.Holder, *migration) {
 // wrap makes job read its input through m's log and send its output
 // through m's sink, which sends on to out.
 func (m *migration) wrap(job *engine.Job, out *stageSink, deterministic bool) {
-	m.log = inputLog{up: job.In, room: make(chan struct{})}
-	m.sink = replaySink{out: out, log: &m.log, hash: deterministic, lastUnit: -1, fromUnit: -1, unit: -1}
+	m.log = inputLog{up: job.In, chunks: m.chunkBuf[:0]}
+	m.sink = replaySink{out: out, log: &m.log, hash: deterministic, hashes: m.hashBuf[:0], lastUnit: -1, fromUnit: -1, unit: -1}
 	job.In, job.Out = &m.log, &m.sink
 }
 
@@ -81,31 +87,34 @@ func (m *migration) ReplicaLost(r *pool.Replica, cause error) {
 	}
 }
 
-// begin starts a run on r under ctx: it returns the run's ctx, which ends
-// when r is lost, and end, which ends the run and returns the loss that
-// ended it, if one did.
-func (m *migration) begin(ctx context.Context, r *pool.Replica) (context.Context, func() error) {
+// begin starts a run on r under ctx, and returns the run's ctx, which
+// ends when r is lost. end ends the run.
+func (m *migration) begin(ctx context.Context, r *pool.Replica) context.Context {
 	rctx, cancel := context.WithCancelCause(ctx)
 	m.mu.Lock()
-	m.replica, m.cancel = r, cancel
+	m.replica, m.cancel, m.run = r, cancel, rctx
 	m.mu.Unlock()
 	m.sink.cancel = cancel
 	if !r.Healthy() {
 		// Lost between its binding and this run, when nothing heard it.
 		cancel(&lostRun{fmt.Errorf("%s: %w", r.ID, engine.ErrReplicaLost)})
 	}
-	return rctx, func() error {
-		m.mu.Lock()
-		m.cancel = nil
-		m.mu.Unlock()
-		var lr *lostRun
-		lost := errors.As(context.Cause(rctx), &lr)
-		cancel(nil)
-		if lost {
-			return lr.err
-		}
-		return nil
+	return rctx
+}
+
+// end ends the run begin started, and returns the loss that ended it, if
+// one did.
+func (m *migration) end() error {
+	m.mu.Lock()
+	cancel, rctx := m.cancel, m.run
+	m.cancel, m.run = nil, nil
+	m.mu.Unlock()
+	lr, lost := context.Cause(rctx).(*lostRun)
+	cancel(nil)
+	if lost {
+		return lr.err
 	}
+	return nil
 }
 
 // move takes b's job, whose replica was lost with cause, to another

@@ -34,14 +34,13 @@ func (rq *request) process(b *binding) error {
 	}
 	for attempt := 0; ; attempt++ {
 		ctx := rq.processCtx(b)
-		var end func() error
 		if m != nil {
-			ctx, end = m.begin(ctx, b.replica)
+			ctx = m.begin(ctx, b.replica)
 		}
 		err := b.replica.Engine.Process(ctx, &b.job)
 		var lost error
 		if m != nil {
-			lost = end()
+			lost = m.end()
 			err = m.sink.settle(err)
 		}
 		switch {

@@ -157,7 +157,7 @@ func chunkHash(c engine.Chunk) uint64 {
 	default:
 		// The kinds that flow more rarely: their printed form holds every
 		// field (maps in key order).
-		fmt.Fprintf(&h, "%+v %+v %+v %+v %+v %+v", c.Segments, c.Words, c.Tensors, c.Image, c.Regions, c.Data)
+		h.WriteString(fmt.Sprintf("%+v %+v %+v %+v %+v %+v", c.Segments, c.Words, c.Tensors, c.Image, c.Regions, c.Data))
 	}
 	return h.Sum64()
 }
