@@ -129,7 +129,7 @@ type request struct {
 	traceCtx context.Context
 	span     trace.Span
 
-	// The audio delivered by the final stage (turns.go): when the first of
+	// The audio delivered to the listener (turns.go): when the first of
 	// it went (nanoseconds after submission, plus one; 0 before), and its
 	// length in nanoseconds.
 	firstAudio, audioOut atomic.Int64
@@ -419,7 +419,7 @@ func (rq *request) start(input engine.Source) {
 		id := b.job.StageID
 		b.sink = stageSink{rq: rq, stage: id, final: id == rq.sel.Final, bind: b,
 			audio: audioBudget{stage: id, seconds: rq.o.cfg.Deploy.MaxAudioSeconds}}
-		b.sink.selected, b.sink.kind = rq.selected(id), rq.o.route.Output(id)
+		b.sink.selected, b.sink.kind, b.sink.plays = rq.selected(id), rq.o.route.Output(id), rq.playsAudio(id)
 		if i < n-1 {
 			b.sink.down = make(chan engine.Chunk, rq.o.cfg.Deploy.StreamBuffer)
 			b.src.ch = b.sink.down
