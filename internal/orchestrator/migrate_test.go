@@ -36,19 +36,31 @@ func migrateDeploy(talker, vocoder string) string {
 	return fmt.Sprintf("  stages:\n    - {id: 0, %s}\n    - {id: 1, %s}", talker, vocoder)
 }
 
-// loser loses, times times, the replica of stage that runs a job of a
-// request whose id starts with "lose", before the job's output chunk at:
-// the replica is lost (its Watcher) and the job waits for its
-// cancellation, as a worker killed mid-stream does.
+// loser loses, times times, the replica of stage (or of each stage of
+// "talker+vocoder", times times each) that runs a job of a request whose
+// id starts with "lose", before the job's output chunk at: the replica is
+// lost (its Watcher) and the job waits for its cancellation, as a worker
+// killed mid-stream does.
 type loser struct {
 	stage string
 	at    int
 	times atomic.Int32
+	each  sync.Map // stage -> *atomic.Int32, the losses left, when stage names two
 	lost  sync.Map // replica id -> true
 }
 
 func (l *loser) chunk(ctx context.Context, e *testengine.Engine, job *engine.Job, n int) error {
-	if e.Spec.Name != l.stage || n != l.at || !strings.HasPrefix(job.RequestID, "lose") || l.times.Add(-1) < 0 {
+	if !strings.Contains("+"+l.stage+"+", "+"+e.Spec.Name+"+") || n != l.at || !strings.HasPrefix(job.RequestID, "lose") {
+		return nil
+	}
+	left := &l.times
+	if strings.Contains(l.stage, "+") {
+		fresh := &atomic.Int32{}
+		fresh.Store(l.times.Load())
+		v, _ := l.each.LoadOrStore(e.Spec.Name, fresh)
+		left = v.(*atomic.Int32)
+	}
+	if left.Add(-1) < 0 {
 		return nil
 	}
 	l.lost.Store(e.ReplicaID(), true)
@@ -118,6 +130,7 @@ func TestMigrateDeterministic(t *testing.T) {
 		{"vocoder, input units of two chunks", det + ", chunks: 2}", det + ", chunks: 3}", "vocoder", 4},
 		{"talker, second unit", det + "}", det + ", chunks: 3}", "talker", 1},
 		{"talker, last unit", det + "}", det + ", chunks: 3}", "talker", 2},
+		{"both stages, each its own replica", det + "}", det + ", chunks: 3}", "talker+vocoder", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := &loser{stage: tc.stage, at: tc.at}
@@ -138,15 +151,21 @@ func TestMigrateDeterministic(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("output\n%q\nwant that of a run that lost nothing\n%q", got, want)
 			}
-			stage := map[string]string{"talker": "0", "vocoder": "1"}[tc.stage]
-			if n := f.migrations(stage, migrated); n != 1 {
-				t.Errorf("omnistage_migrations_total{stage=%s,outcome=migrated} = %v, want 1", stage, n)
-			}
-			f.rec.mu.Lock()
-			last := f.rec.replicas["lose"][map[string]int{"talker": 0, "vocoder": 1}[tc.stage]]
-			f.rec.mu.Unlock()
-			if l.wasLost(last) {
-				t.Errorf("the stage's last run was on %s, the replica lost", last)
+			for id, name := range []string{"talker", "vocoder"} {
+				stage := fmt.Sprint(id)
+				want := 0.0
+				if strings.Contains(tc.stage, name) {
+					want = 1
+				}
+				if n := f.migrations(stage, migrated); n != want {
+					t.Errorf("omnistage_migrations_total{stage=%s,outcome=migrated} = %v, want %v", stage, n, want)
+				}
+				f.rec.mu.Lock()
+				last := f.rec.replicas["lose"][id]
+				f.rec.mu.Unlock()
+				if l.wasLost(last) {
+					t.Errorf("stage %s's last run was on %s, the replica lost", name, last)
+				}
 			}
 			f.assertIdle()
 		})
