@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -228,41 +229,68 @@ func BenchmarkFirstAudio(b *testing.B) {
 // speech), with the vocoder in process ("inproc", the built-in tts), in a
 // worker process ("process"), and with the talker and the vocoder on two
 // headless stage servers ("remote"): the time to the first audio byte
-// (ttfa-ms) and to the last (total-ms). Each server is the omnistage
-// binary, on loopback. Compare the metrics of one run.
+// (PLACEMENT-ttfa-ms) and to the last (PLACEMENT-total-ms). Each server is
+// the omnistage binary, on loopback. Every front end answers one request
+// before any is measured (a server's first request is slower: its
+// connections, pages of its binary and of the voice not touched yet), and
+// each iteration sends one request to each, in a new random order, so
+// that the placements share whatever else the machine runs meanwhile.
+// Compare the metrics of one run.
 func BenchmarkPlacement(b *testing.B) {
 	talker, vocoder := serve(b, "--stage", "0"), serve(b, "--stage", "1")
-	for _, p := range []struct{ name, deploy string }{
-		{"inproc", ""},
-		{"process", "    - {id: 1, placement: process}\n"},
-		{"remote", fmt.Sprintf("    - {id: 0, placement: remote, endpoints: [%q]}\n    - {id: 1, placement: remote, endpoints: [%q]}\n", talker.url, vocoder.url)},
-	} {
-		front := serve(b, "--config", writeFile(b, p.name+".yaml", ttsWith(b, p.deploy)))
-		b.Run(p.name, func(b *testing.B) {
-			body := fmt.Sprintf(`{"model": "tts", "input": %q, "response_format": "pcm", "stream_format": "audio"}`, committee)
-			var ttfa, total time.Duration
-			for b.Loop() {
-				start := time.Now()
-				resp, err := http.Post(front.url+"/v1/audio/speech", "application/json", strings.NewReader(body))
-				if err != nil {
-					b.Fatal(err)
-				}
-				buf := make([]byte, 32<<10)
-				n, err := resp.Body.Read(buf)
-				if n == 0 || resp.StatusCode != http.StatusOK {
-					b.Fatalf("status %d, first read %d bytes: %v", resp.StatusCode, n, err)
-				}
-				ttfa += time.Since(start)
-				if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-					b.Fatal(err)
-				}
-				resp.Body.Close()
-				total += time.Since(start)
-			}
-			b.ReportMetric(float64(ttfa.Microseconds())/1000/float64(b.N), "ttfa-ms")
-			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "total-ms")
-		})
+	placements := []struct{ name, deploy, url string }{
+		{name: "inproc"},
+		{name: "process", deploy: "    - {id: 1, placement: process}\n"},
+		{name: "remote", deploy: fmt.Sprintf("    - {id: 0, placement: remote, endpoints: [%q]}\n    - {id: 1, placement: remote, endpoints: [%q]}\n", talker.url, vocoder.url)},
 	}
+	body := fmt.Sprintf(`{"model": "tts", "input": %q, "response_format": "pcm", "stream_format": "audio"}`, committee)
+	for i := range placements {
+		p := &placements[i]
+		p.url = serve(b, "--config", writeFile(b, p.name+".yaml", ttsWith(b, p.deploy))).url
+		if _, _, err := speechTimes(p.url, body); err != nil {
+			b.Fatalf("%s: the first request: %v", p.name, err)
+		}
+	}
+	ttfa := make([]time.Duration, len(placements))
+	total := make([]time.Duration, len(placements))
+	order := []int{0, 1, 2}
+	for b.Loop() {
+		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, k := range order {
+			first, all, err := speechTimes(placements[k].url, body)
+			if err != nil {
+				b.Fatalf("%s: %v", placements[k].name, err)
+			}
+			ttfa[k] += first
+			total[k] += all
+		}
+	}
+	for k, p := range placements {
+		b.ReportMetric(float64(ttfa[k].Microseconds())/1000/float64(b.N), p.name+"-ttfa-ms")
+		b.ReportMetric(float64(total[k].Microseconds())/1000/float64(b.N), p.name+"-total-ms")
+	}
+}
+
+// speechTimes posts a streamed speech request of body to the server at
+// url, reads its answer, and returns the times to its first byte of audio
+// and to its end.
+func speechTimes(url, body string) (first, total time.Duration, err error) {
+	start := time.Now()
+	resp, err := http.Post(url+"/v1/audio/speech", "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 32<<10)
+	n, err := resp.Body.Read(buf)
+	if n == 0 || resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("status %d, first read %d bytes: %v", resp.StatusCode, n, err)
+	}
+	first = time.Since(start)
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, 0, err
+	}
+	return first, time.Since(start), nil
 }
 
 // BenchmarkTimestamps measures, side by side on one SSE speech stream of

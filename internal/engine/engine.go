@@ -45,6 +45,40 @@
 // only (its Err); RunBatch's error fails the batch's items as the
 // server's fault.
 //
+// # Replay after a lost replica
+//
+// When the replica running a job is lost mid-stream (Watcher,
+// ErrReplicaLost), the runtime can run the job again on another replica
+// of the stage, if the stage allows it: its engine's Driver sets Replay,
+// or its replica implements Replayer, and the stage's deploy entry does
+// not say migrate: false. The new run gets the job's input again from
+// the start of the first unit of work whose output was not delivered
+// whole downstream, and the runtime splices its output onto what was
+// delivered (Replay.Deterministic says how).
+//
+// Units of work are sentences, marked by Span: on a stage's input and on
+// its output, a chunk that carries a Span begins the unit of its
+// sentence, and the chunks after it, up to the next one that carries a
+// Span, belong to it; UnitEnds tells a chunk that completes its unit. A
+// replayable engine
+//
+//   - puts the Span of each unit of its input on the first chunk of that
+//     unit's output (a vocoder's first block of a sentence), or, when its
+//     input carries no Spans (a talker's text), numbers its output's
+//     units from 0;
+//   - makes a unit's output from that unit's input and the input before
+//     it, so that a run given the input from the start of unit k makes
+//     unit k's output and what follows as the first run did: nothing
+//     carried over from earlier units but what that input holds (flite's
+//     vocoder seeds its noise per sentence);
+//   - takes at most MaxReplayAhead units of input beyond the one whose
+//     output it is sending.
+//
+// The runtime keeps a stage's input from the start of the first unit
+// whose output is not delivered whole; an input without Spans it keeps
+// whole, up to a bound, and replays from its start, skipping the units
+// delivered.
+//
 // # Cancellation
 //
 // When the request is aborted or its client goes away, ctx is cancelled.
@@ -90,7 +124,8 @@ type Preparer interface {
 // Watcher is implemented by engines whose replica can be lost between calls
 // (a worker process that exits, a remote host that goes away). Lost returns
 // a channel that is closed when the replica is gone for good; the runtime
-// then fails the requests bound to it and sends it no more.
+// then fails the requests bound to it (or replays them elsewhere) and
+// sends it no more.
 type Watcher interface {
 	Lost() <-chan struct{}
 }
@@ -349,7 +384,8 @@ func (e *UpstreamError) Error() string {
 
 // ErrReplicaLost is wrapped by errors that mean the replica itself is gone
 // (its process died, its connection dropped). The runtime marks the replica
-// unhealthy and fails the requests bound to it.
+// unhealthy and fails the requests bound to it, or moves them to another
+// replica where their stage can be replayed.
 var ErrReplicaLost = errors.New("replica lost")
 
 // ErrUnsent is wrapped by errors of a Process that failed before it took
@@ -393,6 +429,10 @@ type Driver struct {
 	// runtime's process). The configuration refuses such a key on a stage
 	// whose placement does not take it and whose engine does not name it.
 	DeployKeys []string
+	// Replay, when set, says that every replica of the engine can replay
+	// its jobs from a unit boundary, and how (see Replay); such an engine
+	// names "migrate" among its DeployKeys.
+	Replay *Replay
 }
 
 // Voice is one voice of a talker engine.

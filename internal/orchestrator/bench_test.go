@@ -34,11 +34,14 @@ deploy:
     - {id: 2, max_inflight: 1024, options: {passthrough: true}}
 `
 
-func benchOrchestrator(b *testing.B) *Orchestrator { return benchOrchestratorWith(b, nil) }
+func benchOrchestrator(b *testing.B) *Orchestrator {
+	return benchOrchestratorWith(b, nil, noopPipeline)
+}
 
-// benchOrchestratorWith is benchOrchestrator tracing with tp (nil: off).
-func benchOrchestratorWith(b *testing.B, tp trace.TracerProvider) *Orchestrator {
-	cfg, err := pipeline.Parse([]byte(noopPipeline), "bench.yaml")
+// benchOrchestratorWith is benchOrchestrator of the pipeline yaml, tracing
+// with tp (nil: off).
+func benchOrchestratorWith(b *testing.B, tp trace.TracerProvider, yaml string) *Orchestrator {
+	cfg, err := pipeline.Parse([]byte(yaml), "bench.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,14 +93,17 @@ func runOrchestrated(ctx context.Context, o *Orchestrator, text string) (int, er
 
 // BenchmarkRoute measures the orchestration overhead of a 3-stage route of
 // no-op engines against calling the same engines directly, per request (one
-// chunk) and per chunk (a request of 256 chunks); and, as traced, the
+// chunk) and per chunk (a request of 256 chunks); as traced, the
 // cost of tracing every request (4 spans, each sampled and batched to an
-// exporter that drops them).
+// exporter that drops them); and as migratable, the cost of keeping every
+// stage ready to move to another replica (engines that can be lost and
+// replay deterministically: the input kept, the output hashed).
 func BenchmarkRoute(b *testing.B) {
 	o := benchOrchestrator(b)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	traced := benchOrchestratorWith(b, tp)
+	traced := benchOrchestratorWith(b, tp, noopPipeline)
+	migratable := benchOrchestratorWith(b, nil, strings.ReplaceAll(noopPipeline, "options: {", "options: {replay: deterministic, "))
 	ctx := context.Background()
 	for _, size := range []struct {
 		name  string
@@ -109,6 +115,8 @@ func BenchmarkRoute(b *testing.B) {
 			run  func(context.Context, *Orchestrator, string) (int, error)
 		}{{"direct", runDirect}, {"orchestrated", runOrchestrated}, {"traced", func(ctx context.Context, _ *Orchestrator, text string) (int, error) {
 			return runOrchestrated(ctx, traced, text)
+		}}, {"migratable", func(ctx context.Context, _ *Orchestrator, text string) (int, error) {
+			return runOrchestrated(ctx, migratable, text)
 		}}} {
 			b.Run(size.name+"/"+mode.name, func(b *testing.B) {
 				b.ReportAllocs()

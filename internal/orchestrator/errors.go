@@ -57,16 +57,23 @@ func newError(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// ReplicaLostError fails a request whose bound replica was lost.
+// ReplicaLostError fails a request whose bound replica was lost. Why,
+// when set, says why the request could not go on on another replica of
+// the stage, where it may.
 type ReplicaLostError struct {
 	Stage   int
 	Name    string
 	Replica string
 	Err     error
+	Why     string
 }
 
 func (e *ReplicaLostError) Error() string {
-	return fmt.Sprintf("stage %d (%s): replica %s was lost: %v", e.Stage, e.Name, e.Replica, e.Err)
+	msg := fmt.Sprintf("stage %d (%s): replica %s was lost: %v", e.Stage, e.Name, e.Replica, e.Err)
+	if e.Why != "" {
+		msg += " (it could not go on elsewhere: " + e.Why + ")"
+	}
+	return msg
 }
 
 func (e *ReplicaLostError) Unwrap() error { return e.Err }

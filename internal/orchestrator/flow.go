@@ -51,6 +51,7 @@ type stageSink struct {
 	down     chan engine.Chunk
 	selected bool
 	final    bool
+	plays    bool     // its output is the audio the request's listener plays
 	bind     *binding // its first output time and span
 	audio    audioBudget
 }
@@ -76,7 +77,7 @@ func (s *stageSink) Send(ctx context.Context, c engine.Chunk) error {
 			return err
 		}
 	}
-	if s.final {
+	if s.plays {
 		s.rq.delivered(c.Audio)
 	}
 	if s.selected {

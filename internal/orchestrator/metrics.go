@@ -20,6 +20,10 @@ type metrics struct {
 	restartFailures *prometheus.CounterVec
 	// retries counts requests moved to another replica of a stage.
 	retries *prometheus.CounterVec
+	// migrations counts requests moved to another replica of a stage
+	// after their replica was lost mid-stream, and those that could not
+	// move, by stage and outcome.
+	migrations *prometheus.CounterVec
 	// batchSize and batchWait observe the batches of batching stages.
 	batchSize  *prometheus.HistogramVec
 	batchWait  *prometheus.HistogramVec
@@ -68,6 +72,10 @@ func newMetrics() *metrics {
 			Name: "omnistage_stage_retries_total",
 			Help: "Requests whose replica of the stage was lost before it took anything of them (a refused connection), moved to another replica, by stage.",
 		}, []string{"stage"}),
+		migrations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "omnistage_migrations_total",
+			Help: "Requests whose replica of a stage that can replay was lost mid-stream, by stage and outcome: migrated (the request went on on another replica), or why it failed: no_replica, queue_full, limit, unretained, diverged.",
+		}, []string{"stage", "outcome"}),
 		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "omnistage_batch_size",
 			Help:    "Units of work (of one or more requests) computed in one call of a batching stage's engine, by stage.",
@@ -79,7 +87,7 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12),
 		}, []string{"stage"}),
 	}
-	m.collectors = []prometheus.Collector{m.requests, m.inflight, m.stageTime, m.lateDropped, m.aborts, m.abortDrain, m.restarts, m.restartFailures, m.retries, m.batchSize, m.batchWait}
+	m.collectors = []prometheus.Collector{m.requests, m.inflight, m.stageTime, m.lateDropped, m.aborts, m.abortDrain, m.restarts, m.restartFailures, m.retries, m.migrations, m.batchSize, m.batchWait}
 	m.ok = m.requests.WithLabelValues("ok")
 	return m
 }
@@ -94,6 +102,9 @@ func (m *metrics) register(reg prometheus.Registerer, stages []*stageRun) error 
 		m.restarts.WithLabelValues(id)
 		m.restartFailures.WithLabelValues(id)
 		m.retries.WithLabelValues(id)
+		if st.migrate && st.driverReplay != nil {
+			m.migrations.WithLabelValues(id, migrated)
+		}
 		labels := prometheus.Labels{"stage": id}
 		m.collectors = append(m.collectors,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -36,8 +36,11 @@ func (n stageNoter) Note(msg string) {
 	ns := &n.rq.notes
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if len(ns.list) < maxNotes {
-		ns.list = append(ns.list, Note{Stage: n.stage, Message: quote.Short(msg)})
+	note := Note{Stage: n.stage, Message: quote.Short(msg)}
+	// A stage run again on another replica (migrate.go) notes again what
+	// it noted before.
+	if len(ns.list) < maxNotes && !slices.Contains(ns.list, note) {
+		ns.list = append(ns.list, note)
 	}
 }
 

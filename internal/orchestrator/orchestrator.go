@@ -31,9 +31,13 @@
 // restarts lost ones (see package pool). A replica is lost when its
 // engine's Watcher channel closes (a worker process exited, a remote
 // server stopped answering) or a Process call returns an error wrapping
-// engine.ErrReplicaLost. The requests bound to it fail with a
-// *ReplicaLostError; they are not moved. New requests go to the stage's
-// other healthy replicas; when none is left, the requests waiting in the
+// engine.ErrReplicaLost. A request bound to it goes on on another healthy
+// replica of the stage when the stage allows it (its engine can replay a
+// job from the start of a unit of work, engine.Replay, and its deploy
+// entry does not say migrate: false; see migrate.go), at most
+// max_migrations times; otherwise, or when no other replica is up, it
+// fails with a *ReplicaLostError. New requests go to the stage's other
+// healthy replicas; when none is left, the requests waiting in the
 // stage's queue fail at once and new ones are refused as unavailable until
 // a replica is back.
 //
@@ -209,6 +213,9 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 	}
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("orchestrator: %w", err)
+	}
+	for _, st := range o.built {
+		st.settleReplay()
 	}
 	o.ready.Store(true)
 	o.log.Info("pipeline ready", "route", o.route.String(), "skipped", o.route.Skipped())

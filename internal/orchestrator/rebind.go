@@ -23,14 +23,43 @@ const maxRebinds = 4
 // process runs b's stage on its replica. When the replica is lost before
 // it took anything of the request, the stage moves to another healthy
 // replica and runs there, while the request lives: nothing was sent, so
-// the bound-sender rule does not hold it to the first one.
+// the bound-sender rule does not hold it to the first one. When it is
+// lost later and the stage allows it (b.mig), the job runs again on
+// another replica, from the start of its first unit not delivered whole
+// (migrate.go).
 func (rq *request) process(b *binding) error {
+	m := b.mig
+	if m != nil {
+		defer m.log.close()
+	}
 	for attempt := 0; ; attempt++ {
-		err := b.replica.Engine.Process(rq.processCtx(b), &b.job)
-		if err == nil || attempt == maxRebinds || !movable(err) || rq.ctx.Err() != nil {
-			return err
+		ctx := rq.processCtx(b)
+		if m != nil {
+			ctx = m.begin(ctx, b.replica)
 		}
-		if !rq.rebind(b, err) {
+		err := b.replica.Engine.Process(ctx, &b.job)
+		var lost error
+		if m != nil {
+			lost = m.end()
+			err = m.sink.settle(err)
+		}
+		switch {
+		case err == nil || rq.ctx.Err() != nil:
+			return err
+		case m != nil && m.sink.diverged:
+			return m.diverged(b)
+		case movable(err) && attempt < maxRebinds:
+			if !rq.rebind(b, err) {
+				return err
+			}
+		case m != nil && (lost != nil || errors.Is(err, engine.ErrReplicaLost)):
+			if lost == nil {
+				lost = err
+			}
+			if err := m.move(b, lost); err != nil {
+				return err
+			}
+		default:
 			return err
 		}
 	}
@@ -52,10 +81,10 @@ func movable(err error) bool {
 // err.
 func (rq *request) rebind(b *binding, err error) bool {
 	old := b.replica
-	b.stage.pool.Release(old, rq)
+	b.stage.pool.Release(old, b.holder)
 	b.stage.sup.MarkLost(old, err)
 	asked := time.Now()
-	r, aerr := b.stage.pool.Acquire(rq.ctx, rq)
+	r, aerr := b.stage.pool.Acquire(rq.ctx, b.holder)
 	if aerr != nil {
 		// No other replica: the request fails by the loss of its own.
 		rq.ReplicaLost(old, err)

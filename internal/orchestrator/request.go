@@ -74,9 +74,13 @@ type StageCall struct {
 type binding struct {
 	stage   *stageRun
 	replica *pool.Replica
-	job     engine.Job
-	sink    stageSink
-	src     chanSource // the next stage's input, when there is one
+	// holder holds the binding: the request, or, where the stage lets
+	// the request move to another replica, mig.
+	holder pool.Holder
+	mig    *migration
+	job    engine.Job
+	sink   stageSink
+	src    chanSource // the next stage's input, when there is one
 
 	// The stage's timeline (Stream.Timings): bound when bind got its
 	// replica, started and ended around Process (written by its task), first
@@ -125,10 +129,12 @@ type request struct {
 	traceCtx context.Context
 	span     trace.Span
 
-	// The audio delivered by the final stage (turns.go): when the first of
+	// The audio delivered to the listener (turns.go): when the first of
 	// it went (nanoseconds after submission, plus one; 0 before), and its
 	// length in nanoseconds.
 	firstAudio, audioOut atomic.Int64
+	// migrations counts the moves of its stages to other replicas.
+	migrations atomic.Int32
 
 	notes notes // what its stages note (engine.Note)
 
@@ -329,13 +335,14 @@ func (rq *request) bind(sub *submission) error {
 		if span != nil {
 			asked = time.Now()
 		}
-		r, err := st.pool.Acquire(rq.ctx, rq)
+		holder, mig := rq.holderFor(st)
+		r, err := st.pool.Acquire(rq.ctx, holder)
 		if err != nil {
 			err = rq.bindError(id, err)
 			failSpan(span, err)
 			return err
 		}
-		rq.bindings = append(rq.bindings, binding{stage: st, replica: r, bound: time.Now(), span: span, job: engine.Job{
+		rq.bindings = append(rq.bindings, binding{stage: st, replica: r, holder: holder, mig: mig, bound: time.Now(), span: span, job: engine.Job{
 			RequestID: rq.id, StageID: id, Params: paramAt(sub.params, id), Prompt: sub.prompt,
 		}})
 		bb := &rq.bindings[i]
@@ -412,12 +419,15 @@ func (rq *request) start(input engine.Source) {
 		id := b.job.StageID
 		b.sink = stageSink{rq: rq, stage: id, final: id == rq.sel.Final, bind: b,
 			audio: audioBudget{stage: id, seconds: rq.o.cfg.Deploy.MaxAudioSeconds}}
-		b.sink.selected, b.sink.kind = rq.selected(id), rq.o.route.Output(id)
+		b.sink.selected, b.sink.kind, b.sink.plays = rq.selected(id), rq.o.route.Output(id), rq.playsAudio(id)
 		if i < n-1 {
 			b.sink.down = make(chan engine.Chunk, rq.o.cfg.Deploy.StreamBuffer)
 			b.src.ch = b.sink.down
 		}
 		b.job.In, b.job.Out = in, &b.sink
+		if b.mig != nil {
+			b.mig.wrap(&b.job, &b.sink, b.stage.replay.Deterministic)
+		}
 		in = &b.src
 	}
 	for i := range rq.bindings {
@@ -492,7 +502,7 @@ func (rq *request) finish() {
 	rq.stopOnClient()
 	for i := range rq.bindings {
 		b := &rq.bindings[i]
-		b.stage.pool.Release(b.replica, rq)
+		b.stage.pool.Release(b.replica, b.holder)
 	}
 	rq.err = cause
 	rq.endRequestSpan(cause)

@@ -42,6 +42,15 @@ type stageRun struct {
 	duration prometheus.Observer
 	// retries counts the requests moved to another replica (rebind).
 	retries prometheus.Counter
+	// replay, when set, lets a request whose replica is lost mid-stream
+	// go on on another one (migrate.go); settleReplay sets it at Start.
+	replay *engine.Replay
+	// driverReplay is the Replay of the stage's engine's driver, when it
+	// is registered here; migrate is the deploy entry's key.
+	driverReplay *engine.Replay
+	migrate      bool
+	// migrations counts the stage's moves and the failed ones, by outcome.
+	migrations *prometheus.CounterVec
 }
 
 // buildStage builds stage id's supervised replicas.
@@ -88,9 +97,36 @@ func (o *Orchestrator) buildStage(id int, m *metrics) (*stageRun, error) {
 		return nil, fail(err)
 	}
 	st := &stageRun{id: id, name: name, sup: sup, pool: sup.Pool(), duration: m.stageTime.WithLabelValues(label),
-		retries: m.retries.WithLabelValues(label)}
+		retries: m.retries.WithLabelValues(label), migrate: d.Migrate,
+		migrations: m.migrations.MustCurryWith(prometheus.Labels{"stage": label})}
 	st.inproc = d.Placement == pipeline.PlacementInproc
+	if d, ok := o.opts.Registry.Lookup(engineName); ok {
+		st.driverReplay = d.Replay
+	}
 	return st, nil
+}
+
+// settleReplay decides, once the stage's replicas are warm, whether a
+// request whose replica of the stage is lost mid-stream may go on on
+// another one: the stage's deploy entry allows it (migrate), its replicas
+// can be lost (engine.Watcher: a worker process, a stage server, a stage
+// program), and its engine can replay (its replica says so, as an
+// engine.Replayer, or else its driver does).
+func (st *stageRun) settleReplay() {
+	r := st.pool.AnyHealthy()
+	if !st.migrate || r == nil {
+		return
+	}
+	if _, ok := r.Engine.(engine.Watcher); !ok {
+		return
+	}
+	if rp, ok := r.Engine.(engine.Replayer); ok {
+		if replay, ok := rp.Replay(); ok {
+			st.replay = &replay
+		}
+		return
+	}
+	st.replay = st.driverReplay
 }
 
 // checker returns what checks the stage's sampling params before anything

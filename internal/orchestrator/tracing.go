@@ -105,6 +105,20 @@ func (b *binding) boundEvent(asked time.Time) {
 	}
 }
 
+// migratedEvent adds the migrated event to b's stage span, if it has
+// one: the stage moved from replica from, lost mid-stream, to b's
+// replica, after a wait since asked, and redoes skipped chunks of output
+// that were delivered already.
+func (b *binding) migratedEvent(from string, asked time.Time, skipped int) {
+	if b.span != nil {
+		b.span.AddEvent("migrated", trace.WithAttributes(
+			attribute.String("omnistage.replica", b.replica.ID),
+			attribute.String("omnistage.lost_replica", from),
+			attribute.Int("omnistage.redone_chunks", skipped),
+			attribute.Float64("omnistage.queue_wait_ms", float64(time.Since(asked).Microseconds())/1000)))
+	}
+}
+
 // reboundEvent adds the rebound event to b's stage span, if it has one:
 // the stage moved from replica from, lost before it took anything of the
 // request, to b's replica, after a wait since asked.

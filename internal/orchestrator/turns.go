@@ -14,7 +14,8 @@ import (
 // deadline is when the request's units are due: its arrival until it has
 // delivered audio, then leadTime before its listener runs out of audio
 // (the time of its first audio plus the length of the audio delivered
-// since, the audio of its final stage).
+// since, the audio output it selected, whichever stage is final: with
+// word timestamps, the aligner is).
 func (rq *request) deadline() time.Time {
 	first := rq.firstAudio.Load()
 	if first == 0 {
@@ -32,7 +33,18 @@ func (rq *request) deadline() time.Time {
 // goes ahead of those that arrived since.
 const leadTime = 500 * time.Millisecond
 
-// delivered notes audio of the request's final stage, sent to its caller.
+// playsAudio reports whether stage id's output is the audio the request
+// returns, which its listener plays: the stage of its audio output.
+func (rq *request) playsAudio(id int) bool {
+	for _, out := range rq.sel.Outputs {
+		if out.Stage == id && out.Kind == engine.KindAudio {
+			return true
+		}
+	}
+	return false
+}
+
+// delivered notes audio of the request's audio output, sent to its caller.
 func (rq *request) delivered(a *engine.Audio) {
 	if a == nil || len(a.Samples) == 0 || a.SampleRate <= 0 {
 		return

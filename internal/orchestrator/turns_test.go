@@ -2,11 +2,14 @@ package orchestrator
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/testengine"
+	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/testkit"
 	"github.com/omnistage/omnistage/internal/turns"
 )
@@ -107,5 +110,62 @@ func TestNeededAtGivesWay(t *testing.T) {
 	hold.End()
 	if a, b := <-order, <-order; a != "due now" || b != "needed later" {
 		t.Errorf("turns went to %q, then %q", a, b)
+	}
+}
+
+// TestDeadlineWithTimestamps: a request that asks for word timestamps as
+// well as audio is due by the audio its listener has, though its final
+// stage (the aligner) makes none: once its first audio is out, its later
+// units give way to other requests' first ones.
+func TestDeadlineWithTimestamps(t *testing.T) {
+	cfg, err := pipeline.Parse([]byte(`
+pipeline:
+  name: t
+  input: text
+  stages:
+    - {id: 0, name: talker, engine: test-tone, input: text, output: audio, final_output: true}
+  aligner: {engine: test-aligner}
+`), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &engine.Registry{}
+	testengine.RegisterTone(reg, "test-tone")
+	release := make(chan struct{})
+	testengine.Register(reg, &testengine.Hooks{Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}}, "test-aligner")
+	o, err := New(cfg, Options{Registry: reg, Turns: turns.New(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = o.Shutdown(ctx)
+	})
+	var released sync.Once
+	free := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A second of tone: its listener has it in hand for longer than leadTime.
+	text := strings.Repeat("x", 1000+int(leadTime/time.Millisecond))
+	s, err := o.Submit(context.Background(), Request{Prompt: engine.Prompt{Text: text}, Modalities: []string{"audio", "timestamps"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the request's first audio to count", func() bool { return s.rq.firstAudio.Load() != 0 })
+	if d := s.rq.deadline(); !d.After(s.rq.submitted) {
+		t.Errorf("deadline %v, still the arrival, once audio was delivered", d)
+	}
+	free()
+	if _, err := collect(t, s); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -88,6 +88,10 @@ type Deploy struct {
 	// request (max_audio_seconds): past it the request fails with a 400,
 	// after at most that much work.
 	MaxAudioSeconds int
+	// MaxMigrations bounds how many times one request moves to another
+	// replica of a stage after its replica was lost mid-stream
+	// (max_migrations; see DeployStage.Migrate), across its stages.
+	MaxMigrations int
 	// Stages holds one entry per stage id (and the aligner's id), defaults
 	// filled in for stages the file does not mention.
 	Stages []DeployStage
@@ -115,6 +119,11 @@ type DeployStage struct {
 	// Batch configures the batches of an engine that computes units of
 	// work of several requests in one call (engine.Batcher).
 	Batch Batch
+	// Migrate says that a request whose replica of this stage is lost
+	// mid-stream continues on another replica (migrate; true unless the
+	// file says false), where the stage's engine can replay its jobs
+	// (engine.Replay).
+	Migrate bool
 
 	line       int
 	path       string          // the entry's field path, for errors
@@ -174,6 +183,7 @@ const (
 	DefaultMaxInflight      = 64
 	DefaultStreamBuffer     = 8
 	DefaultMaxAudioSeconds  = 600
+	DefaultMaxMigrations    = 3
 	DefaultAbortTimeout     = 10 * time.Second
 	DefaultReplicas         = 1
 	DefaultStageMaxQueue    = 64

@@ -387,6 +387,7 @@ func (d *decoder) deploy(n *yaml.Node, path string, dp *Deploy) {
 		field{"stream_buffer", d.intTo(&dp.StreamBuffer)},
 		field{"abort_timeout", d.duration(&dp.AbortTimeout)},
 		field{"max_audio_seconds", d.intTo(&dp.MaxAudioSeconds)},
+		field{"max_migrations", d.intTo(&dp.MaxMigrations)},
 		field{"stages", func(n *yaml.Node, path string) {
 			d.sequence(n, path, func(n *yaml.Node, path string) {
 				s := DeployStage{ID: noID, line: n.Line}
@@ -427,6 +428,7 @@ func (d *decoder) deploy(n *yaml.Node, path string, dp *Deploy) {
 					field{"stop_timeout", d.duration(&s.Worker.StopTimeout)},
 					field{"max_batch", d.intTo(&s.Batch.Max)},
 					field{"max_batch_delay", d.durationOrZero(&s.Batch.Delay)},
+					field{"migrate", d.boolean(&s.Migrate)},
 				)
 				s.seen = seen
 				if n.Kind == yaml.MappingNode && !seen["id"] {

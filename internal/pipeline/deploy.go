@@ -79,6 +79,7 @@ func validateDeploy(c *Config, errs *errList) {
 	positive(&d.MaxInflight, DefaultMaxInflight, "deploy.max_inflight")
 	positive(&d.StreamBuffer, DefaultStreamBuffer, "deploy.stream_buffer")
 	positive(&d.MaxAudioSeconds, DefaultMaxAudioSeconds, "deploy.max_audio_seconds")
+	positive(&d.MaxMigrations, DefaultMaxMigrations, "deploy.max_migrations")
 	if d.AbortTimeout == 0 {
 		d.AbortTimeout = DefaultAbortTimeout
 	}
@@ -194,6 +195,9 @@ func validateDeployStage(s *DeployStage, path, engineName string, errs *errList)
 	if !s.seen["max_batch_delay"] {
 		s.Batch.Delay = DefaultMaxBatchDelay
 	}
+	if !s.seen["migrate"] {
+		s.Migrate = true
+	}
 	validatePlacementKeys(s, path, errs)
 }
 
@@ -218,6 +222,7 @@ const (
 	keyOfRemote = "only for placement remote: a worker process gets a fresh key from its parent"
 	foundRemote = "only for placement remote: worker processes are not found by name"
 	onlyBatcher = "only for a stage whose engine batches the units of work of several requests"
+	onlyReplays = "only for a stage whose engine can replay a request from a unit boundary on another replica"
 )
 
 // deployKeys are the keys that not every stage takes.
@@ -232,6 +237,7 @@ var deployKeys = []deployKey{
 	{name: "stop_timeout", refusedBy: map[Placement]string{PlacementInproc: onlyProcess, PlacementRemote: onlyProcess}},
 	{name: "max_batch", refusedBy: map[Placement]string{PlacementInproc: onlyBatcher, PlacementProcess: onlyBatcher, PlacementRemote: onlyBatcher}, engine: true},
 	{name: "max_batch_delay", refusedBy: map[Placement]string{PlacementInproc: onlyBatcher, PlacementProcess: onlyBatcher, PlacementRemote: onlyBatcher}, engine: true},
+	{name: "migrate", refusedBy: map[Placement]string{PlacementInproc: onlyReplays, PlacementProcess: onlyReplays, PlacementRemote: onlyReplays}, engine: true},
 }
 
 // findKey returns the deploy key named name, or nil.

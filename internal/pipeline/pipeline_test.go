@@ -140,7 +140,8 @@ func TestBadConfigs(t *testing.T) {
 // testEngines stands in for a program's engine registry: the built-in
 // engines and the test engines the testdata names. Engine external
 // and test-bounded take timeout and warm_timeout at any placement;
-// test-batcher batches (max_batch, max_batch_delay).
+// test-batcher batches (max_batch, max_batch_delay); the flite engines
+// replay (migrate).
 type testEngines struct{}
 
 var knownEngines = []string{"audio-enhance", "external", "flite-talker", "flite-vocoder", "ppocr-cls", "ppocr-det", "ppocr-rec", "sphinx-aligner", "test-*"}
@@ -155,6 +156,8 @@ func (testEngines) Lookup(name string) (engine.Driver, bool) {
 		d.DeployKeys = []string{"timeout", "warm_timeout"}
 	case "test-batcher", "ppocr-cls", "ppocr-rec":
 		d.DeployKeys = []string{"max_batch", "max_batch_delay"}
+	case "flite-talker", "flite-vocoder":
+		d.DeployKeys = []string{"migrate"}
 	}
 	return d, true
 }
@@ -447,7 +450,7 @@ deploy:
 		t.Fatalf("an engine taking unknown keys: %v", err)
 	}
 	for i, k := range []string{"health_interval", "max_wait"} {
-		if want := fmt.Sprintf("pipeline.stages[0].engine: engine test-bounded takes the deploy key %q, which is not one an engine may take (timeout, warm_timeout, max_batch, max_batch_delay)", k); !strings.Contains(errs[i].Error(), want) {
+		if want := fmt.Sprintf("pipeline.stages[0].engine: engine test-bounded takes the deploy key %q, which is not one an engine may take (timeout, warm_timeout, max_batch, max_batch_delay, migrate)", k); !strings.Contains(errs[i].Error(), want) {
 			t.Errorf("error %q; want %q", errs[i], want)
 		}
 	}
@@ -466,5 +469,25 @@ func TestVoiceAliases(t *testing.T) {
 	}
 	if !maps.Equal(b.VoiceAliases, DefaultVoiceAliases) {
 		t.Errorf("built-in aliases %v, want the defaults", b.VoiceAliases)
+	}
+}
+
+// TestMigrateKeys: a stage may move a request after a loss unless its
+// deploy entry says migrate: false, and max_migrations defaults to
+// DefaultMaxMigrations.
+func TestMigrateKeys(t *testing.T) {
+	c := mustParse(t, "deploy-migrate.good.yaml")
+	if c.Deploy.MaxMigrations != 1 || !c.Deploy.Stages[0].Migrate || c.Deploy.Stages[1].Migrate {
+		t.Errorf("max_migrations %d, migrate %t and %t; want 1, true and false",
+			c.Deploy.MaxMigrations, c.Deploy.Stages[0].Migrate, c.Deploy.Stages[1].Migrate)
+	}
+	c = mustParse(t, "sequential.good.yaml")
+	if c.Deploy.MaxMigrations != DefaultMaxMigrations {
+		t.Errorf("max_migrations %d by default, want %d", c.Deploy.MaxMigrations, DefaultMaxMigrations)
+	}
+	for _, s := range c.Deploy.Stages {
+		if !s.Migrate {
+			t.Errorf("stage %d: migrate false by default", s.ID)
+		}
 	}
 }

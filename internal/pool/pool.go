@@ -161,6 +161,20 @@ func (p *Pool) Replicas() []*Replica {
 // it waits that long for one); it returns ctx's error if ctx ends while
 // waiting.
 func (p *Pool) Acquire(ctx context.Context, h Holder) (*Replica, error) {
+	return p.acquire(ctx, h, p.RestartWait)
+}
+
+// AcquireHealthy is Acquire without the wait for restarted replicas: when
+// no replica is healthy it fails at once with ErrNoReplica, whatever
+// RestartWait says. A request that lost its replica mid-stream moves to
+// another one that is up, or fails as it would have.
+func (p *Pool) AcquireHealthy(ctx context.Context, h Holder) (*Replica, error) {
+	return p.acquire(ctx, h, 0)
+}
+
+// acquire is Acquire, waiting at most restartWait for a restarted replica
+// when none is healthy.
+func (p *Pool) acquire(ctx context.Context, h Holder, restartWait time.Duration) (*Replica, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -173,13 +187,13 @@ func (p *Pool) Acquire(ctx context.Context, h Holder) (*Replica, error) {
 	}
 	var restarting <-chan time.Time
 	if p.healthyLocked() == 0 {
-		if p.RestartWait <= 0 || len(p.replicas) == 0 || len(p.waiters) >= p.maxQueue {
+		if restartWait <= 0 || len(p.replicas) == 0 || len(p.waiters) >= p.maxQueue {
 			err := p.noReplicaLocked()
 			p.mu.Unlock()
 			return nil, err
 		}
 		// Every replica is being restarted: wait a little for one.
-		t := time.NewTimer(p.RestartWait)
+		t := time.NewTimer(restartWait)
 		defer t.Stop()
 		restarting = t.C
 	}

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -438,6 +439,47 @@ func TestRestartWait(t *testing.T) {
 	p.RestartWait = 10 * time.Millisecond
 	if _, err := p.Acquire(ctx, &holder{}); !errors.Is(err, ErrNoReplica) {
 		t.Errorf("no restart within RestartWait: %v, want ErrNoReplica", err)
+	}
+	if st := p.Stats(); st.Queued != 0 {
+		t.Errorf("%d still queued", st.Queued)
+	}
+}
+
+// TestAcquireHealthy: AcquireHealthy binds to a healthy replica, waits in
+// the queue for a busy one, and fails at once with ErrNoReplica when
+// every replica is lost, however long RestartWait is.
+func TestAcquireHealthy(t *testing.T) {
+	p := newPool(2, 1, 4)
+	p.RestartWait = time.Minute
+	ctx := context.Background()
+	rs := p.Replicas()
+	p.MarkLost(rs[0], errors.New("killed"))
+	first := &holder{}
+	r, err := p.AcquireHealthy(ctx, first)
+	if err != nil || r != rs[1] {
+		t.Fatalf("AcquireHealthy = %v, %v; want the healthy replica", r, err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		r, err := p.AcquireHealthy(ctx, &holder{})
+		if err == nil && r != rs[1] {
+			err = fmt.Errorf("bound to %s", r.ID)
+		}
+		got <- err
+	}()
+	waitQueued(t, p, 1)
+	p.Release(rs[1], first)
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter for a busy replica: %v", err)
+	}
+
+	p.MarkLost(rs[1], errors.New("killed"))
+	start := time.Now()
+	if _, err := p.AcquireHealthy(ctx, &holder{}); !errors.Is(err, ErrNoReplica) {
+		t.Fatalf("every replica lost: %v, want ErrNoReplica", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("AcquireHealthy waited %s for a restart", d)
 	}
 	if st := p.Stats(); st.Queued != 0 {
 		t.Errorf("%d still queued", st.Queued)

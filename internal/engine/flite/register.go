@@ -20,17 +20,27 @@ const (
 // slt). Check refuses a stage whose declared kinds do not fit the voice: a
 // talker reads text and writes frames (clustergen voices) or segments
 // (kal16); a vocoder reads frames or segments and writes audio.
+//
+// Both replay deterministically (engine.Replay): the talker's sentences
+// depend on the text alone, and the vocoder seeds its noise with the
+// request's seed before each sentence, so a job run again from a
+// sentence's start makes the very chunks of the first run (and a stage
+// takes the deploy key migrate).
 func Register(r *engine.Registry) {
 	r.Register(TalkerName, engine.Driver{
-		Voices: VoiceInfo,
-		Check:  func(spec engine.Spec) error { return wrap(TalkerName, checkTalker(spec)) },
+		Voices:     VoiceInfo,
+		Replay:     &engine.Replay{Deterministic: true},
+		DeployKeys: []string{"migrate"},
+		Check:      func(spec engine.Spec) error { return wrap(TalkerName, checkTalker(spec)) },
 		New: func(spec engine.Spec) (engine.Engine, error) {
 			e, err := newTalker(spec)
 			return e, wrap(TalkerName, err)
 		},
 	})
 	r.Register(VocoderName, engine.Driver{
-		Check: func(spec engine.Spec) error { return wrap(VocoderName, checkVocoder(spec)) },
+		Replay:     &engine.Replay{Deterministic: true},
+		DeployKeys: []string{"migrate"},
+		Check:      func(spec engine.Spec) error { return wrap(VocoderName, checkVocoder(spec)) },
 		New: func(spec engine.Spec) (engine.Engine, error) {
 			e, err := newVocoder(spec)
 			return e, wrap(VocoderName, err)

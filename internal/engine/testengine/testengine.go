@@ -9,6 +9,15 @@
 //	split: true    split each input chunk's text on spaces, one output chunk per word
 //	collect: true  read the whole input first, then emit one chunk of it joined
 //	passthrough: true  forward input chunks unchanged (the no-op engine for benchmarks)
+//	spans: true    carry units of work (engine.Span): the first output chunk of
+//	               an input chunk carries its Span, or, when the input's first
+//	               chunk has none, a Span numbering the input's chunks from 0
+//	ends: true     after each input chunk's output, send an end-of-sentence
+//	               mark (an Audio chunk without samples, engine.UnitEnds)
+//	replay: deterministic  jobs can be replayed (engine.Replayer), and make the
+//	               same output on every replica
+//	replay: varying  jobs can be replayed, and each replica marks its output
+//	               with its own id, as a sampling model's would differ
 //
 // and by Hooks, which a test passes to Register to observe, slow, fail or
 // lose replicas.
@@ -43,10 +52,13 @@ type Hooks struct {
 
 // Options are the test engines' deploy options.
 type Options struct {
-	Chunks      int  `json:"chunks"`
-	Split       bool `json:"split"`
-	Collect     bool `json:"collect"`
-	Passthrough bool `json:"passthrough"`
+	Chunks      int    `json:"chunks"`
+	Split       bool   `json:"split"`
+	Collect     bool   `json:"collect"`
+	Passthrough bool   `json:"passthrough"`
+	Spans       bool   `json:"spans"`
+	Ends        bool   `json:"ends"`
+	Replay      string `json:"replay"`
 }
 
 // Engine is one replica of a test engine.
@@ -65,6 +77,7 @@ var (
 	_ engine.Preparer      = (*Engine)(nil)
 	_ engine.Watcher       = (*Engine)(nil)
 	_ engine.ParamsChecker = (*Engine)(nil)
+	_ engine.Replayer      = (*Engine)(nil)
 )
 
 // Register registers a test engine under each name (each must start with
@@ -78,6 +91,7 @@ func Register(r *engine.Registry, hooks *Hooks, names ...string) {
 			panic("testengine: name must start with test-: " + name)
 		}
 		r.Register(name, engine.Driver{
+			DeployKeys: []string{"migrate"},
 			New: func(spec engine.Spec) (engine.Engine, error) {
 				var opts Options
 				if err := spec.Options.Decode(&opts); err != nil {
@@ -85,6 +99,11 @@ func Register(r *engine.Registry, hooks *Hooks, names ...string) {
 				}
 				if opts.Chunks == 0 {
 					opts.Chunks = 1
+				}
+				switch opts.Replay {
+				case "", "deterministic", "varying":
+				default:
+					return nil, fmt.Errorf("%s options: replay: %q is not deterministic or varying", name, opts.Replay)
 				}
 				return &Engine{Spec: spec, Name: name, opts: opts, hooks: hooks, lost: make(chan struct{})}, nil
 			},
@@ -100,6 +119,11 @@ func (e *Engine) Lose() { e.loseOnce.Do(func() { close(e.lost) }) }
 
 // Lost implements engine.Watcher.
 func (e *Engine) Lost() <-chan struct{} { return e.lost }
+
+// Replay implements engine.Replayer, as the replay option says.
+func (e *Engine) Replay() (engine.Replay, bool) {
+	return engine.Replay{Deterministic: e.opts.Replay == "deterministic"}, e.opts.Replay != ""
+}
 
 // Warm implements engine.Engine.
 func (e *Engine) Warm(ctx context.Context) error {
@@ -157,7 +181,11 @@ func (e *Engine) Process(ctx context.Context, job *engine.Job) error {
 	if p.Tag != "" {
 		mark += "+" + p.Tag
 	}
+	if e.opts.Replay == "varying" {
+		mark += "@" + e.ReplicaID()
+	}
 	n := 0
+	var span *engine.Span // the unit the next output chunk begins, with spans
 	emit := func(text string) error {
 		if e.hooks.Chunk != nil {
 			if err := e.hooks.Chunk(ctx, e, job, n); err != nil {
@@ -165,8 +193,12 @@ func (e *Engine) Process(ctx context.Context, job *engine.Job) error {
 			}
 		}
 		n++
-		return job.Out.Send(ctx, engine.Chunk{Text: &engine.Text{Text: text}})
+		c := engine.Chunk{Text: &engine.Text{Text: text}, Span: span}
+		span = nil
+		return job.Out.Send(ctx, c)
 	}
+	units := 0        // input chunks read
+	numbered := false // the input carries no Spans: number its chunks
 	if e.opts.Collect {
 		chunks, err := engine.RecvAll(ctx, job.In)
 		if err != nil {
@@ -192,21 +224,43 @@ func (e *Engine) Process(ctx context.Context, job *engine.Job) error {
 			}
 			continue
 		}
-		in := textOf(c)
-		if e.opts.Split {
-			for _, w := range strings.Fields(in) {
-				if err := emit(w + "|" + mark); err != nil {
-					return err
-				}
-			}
-			continue
+		if units == 0 {
+			numbered = c.Span == nil
 		}
-		for k := range e.opts.Chunks {
-			if err := emit(fmt.Sprintf("%s|%s.%d", in, mark, k)); err != nil {
+		if e.opts.Spans {
+			span = c.Span
+			if numbered {
+				span = &engine.Span{Sentence: units}
+			}
+		}
+		units++
+		if err := e.emitFor(textOf(c), mark, emit); err != nil {
+			return err
+		}
+		if e.opts.Ends {
+			if err := job.Out.Send(ctx, engine.Chunk{Audio: &engine.Audio{SampleRate: ToneRate, EndOfSentence: true}}); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// emitFor emits the output of one input chunk's text, in.
+func (e *Engine) emitFor(in, mark string, emit func(string) error) error {
+	if e.opts.Split {
+		for _, w := range strings.Fields(in) {
+			if err := emit(w + "|" + mark); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for k := range e.opts.Chunks {
+		if err := emit(fmt.Sprintf("%s|%s.%d", in, mark, k)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func textOf(c engine.Chunk) string {

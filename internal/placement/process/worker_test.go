@@ -72,6 +72,7 @@ type fixture struct {
 
 	mu      sync.Mutex
 	workers []*process.Engine
+	stages  []int // workers[i]'s stage
 }
 
 func (f *fixture) worker(i int) *process.Engine {
@@ -118,6 +119,7 @@ func (p *recordingPlacement) Supervise(spec engine.Spec, d *pipeline.DeployStage
 		if err == nil {
 			p.f.mu.Lock()
 			p.f.workers = append(p.f.workers, e)
+			p.f.stages = append(p.f.stages, spec.StageID)
 			p.f.mu.Unlock()
 		}
 		return e, err
