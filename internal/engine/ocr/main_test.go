@@ -16,6 +16,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine/ocr"
 	"github.com/omnistage/omnistage/internal/engine/shipped"
 	"github.com/omnistage/omnistage/internal/imaging"
+	"github.com/omnistage/omnistage/internal/ocrtest"
 	"github.com/omnistage/omnistage/internal/onnx"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
@@ -85,4 +86,67 @@ func read(ctx context.Context, o *orchestrator.Orchestrator, img []byte) (string
 		}
 	}
 	return strings.TrimSuffix(text.String(), "\n"), nil
+}
+
+// stage runs stage id of o's pipeline alone on the chunk in and returns
+// its output chunks (as POST /v1/run does).
+func stage(ctx context.Context, o *orchestrator.Orchestrator, id int, in engine.Chunk) ([]engine.Chunk, error) {
+	s, err := o.SubmitStage(ctx, orchestrator.StageCall{Stage: id, Input: engine.NewSliceSource(in)})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	outs, err := s.Collect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return outs[0].Chunks, nil
+}
+
+// recInputs returns what the recognizer of the ocr pipeline o reads in
+// each image of set: the regions det finds and cls turns upright, crops
+// included, one chunk an image.
+func recInputs(tb testing.TB, o *orchestrator.Orchestrator, set []ocrtest.Sample) []*engine.Regions {
+	tb.Helper()
+	ctx := context.Background()
+	var out []*engine.Regions
+	for _, s := range set {
+		im, err := imaging.Header(s.PNG, imaging.DefaultLimits)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		in := engine.Chunk{Image: &im}
+		for id := range 2 {
+			chunks, err := stage(ctx, o, id, in)
+			if err != nil || len(chunks) != 1 || chunks[0].Regions == nil {
+				tb.Fatalf("%s: stage %d: %d chunks, %v", s.Name, id, len(chunks), err)
+			}
+			in = chunks[0]
+		}
+		if len(in.Regions.Regions) == 0 {
+			tb.Fatalf("%s: no regions", s.Name)
+		}
+		out = append(out, in.Regions)
+	}
+	return out
+}
+
+// batchStats returns how many batches the stages of the pipeline whose
+// metrics these are ran, and how many items they held.
+func batchStats(tb testing.TB, metrics *prometheus.Registry) (batches uint64, items float64) {
+	tb.Helper()
+	families, err := metrics.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "omnistage_batch_size" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			batches += m.GetHistogram().GetSampleCount()
+			items += m.GetHistogram().GetSampleSum()
+		}
+	}
+	return batches, items
 }
