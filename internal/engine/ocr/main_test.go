@@ -33,13 +33,18 @@ func TestMain(m *testing.M) {
 // models are not installed.
 func installed(tb testing.TB) {
 	tb.Helper()
-	dir := cmp.Or(os.Getenv(ocr.ModelsEnv), ocr.DefaultModels)
+	dir := modelsDir()
 	for _, f := range []string{onnx.LibraryPath(""), filepath.Join(dir, ocr.DetFile), filepath.Join(dir, ocr.ClsFile),
 		filepath.Join(dir, ocr.RecFile), filepath.Join(dir, ocr.KeysFile)} {
 		if _, err := os.Stat(f); err != nil {
 			tb.Skipf("%v (scripts/install-deps.sh installs ONNX Runtime and the PP-OCRv4 models)", err)
 		}
 	}
+}
+
+// modelsDir is where the engines find the models.
+func modelsDir() string {
+	return cmp.Or(os.Getenv(ocr.ModelsEnv), ocr.DefaultModels)
 }
 
 // startOCR starts the built-in pipeline name on the shipped engines as
