@@ -44,7 +44,7 @@ import (
 // (latency-added-ms: the goal is at most max_batch_delay, 0), with the
 // batched stage's mean batch (items/batch):
 //
-//	go test -run '^$' -bench BenchmarkRecBatch -benchtime 4x -count 6 ./internal/engine/ocr/ | benchstat -
+//	go test -run '^$' -bench BenchmarkRecBatch -benchtime 3x -count 6 ./internal/engine/ocr/ | benchstat -
 func BenchmarkRecBatch(b *testing.B) {
 	if raceEnabled {
 		b.Skip("the race detector slows the Go code: the times would mean nothing")
@@ -146,7 +146,7 @@ func (p recPipe) wave(b *testing.B, pages []*engine.Regions, n, c int) time.Dura
 // calling thread (ONNX Runtime computes on it: the time holds when other
 // processes take the cores) for each run size (rows=N-cpu-ms) and its
 // ratio to runs of one crop (rows=N/1): what bounds the runs of
-// ppocr-rec's batches (recRunColumns in rec.go).
+// ppocr-rec's batches (recRunRows in rec.go).
 //
 //	go test -run '^$' -bench BenchmarkRecRows -count 6 ./internal/engine/ocr/ | benchstat -
 func BenchmarkRecRows(b *testing.B) {
