@@ -6,7 +6,9 @@
 // and the flite command-line program is the reference for durations. The
 // benchmarks measure each engine's real-time factor and the whole
 // pipeline's, through the orchestrator, and the time to the first audio
-// chunk with and without sentence streaming.
+// chunk with and without sentence streaming. The OCR recognizer is checked
+// to read alike batched or not, in process, in a worker process and on a
+// stage server.
 //
 // The package has no code of its own beyond its tests.
 package acceptance

@@ -145,6 +145,17 @@ type worker struct {
 func (s *server) workers(tb testing.TB) map[string]worker {
 	tb.Helper()
 	ws := map[string]worker{}
+	for _, w := range s.allWorkers(tb) {
+		ws[w.replica] = w
+	}
+	return ws
+}
+
+// allWorkers returns the worker processes s started, in the order they
+// listened (the replicas of several pipelines may share names).
+func (s *server) allWorkers(tb testing.TB) []worker {
+	tb.Helper()
+	var ws []worker
 	for _, m := range workerRE.FindAllStringSubmatch(s.out.String(), -1) {
 		pid, _ := strconv.Atoi(m[2])
 		w := worker{replica: m[1], pid: pid, url: "http://" + m[3]}
@@ -155,7 +166,7 @@ func (s *server) workers(tb testing.TB) map[string]worker {
 				}
 			}
 		}
-		ws[w.replica] = w
+		ws = append(ws, w)
 	}
 	return ws
 }
@@ -259,6 +270,17 @@ func events(tb testing.TB, ctx context.Context, url, id, text string) (<-chan ap
 // bearer token, if any.
 func metric(tb testing.TB, url, key, series string) float64 {
 	tb.Helper()
+	sum, ok := sumSamples(metricsText(tb, url, key), series)
+	if !ok {
+		tb.Fatalf("%s/metrics has no %s", url, series)
+	}
+	return sum
+}
+
+// metricsText returns url's /metrics answer; key is the bearer token, if
+// any.
+func metricsText(tb testing.TB, url, key string) string {
+	tb.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -272,11 +294,7 @@ func metric(tb testing.TB, url, key, series string) float64 {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	sum, ok := sumSamples(string(text), series)
-	if !ok {
-		tb.Fatalf("%s/metrics has no %s", url, series)
-	}
-	return sum
+	return string(text)
 }
 
 // sumSamples sums the samples of series (as metric takes it) in the text

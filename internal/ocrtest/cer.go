@@ -86,3 +86,13 @@ func editDistance(a, b []rune) int {
 	}
 	return prev[len(b)]
 }
+
+// CERWithoutSpaces is CER with the white space of both texts dropped: a
+// reader that drops the spaces between words loses on CER only.
+func CERWithoutSpaces(ref, hyp string) float64 {
+	return CER(noSpace(ref), noSpace(hyp))
+}
+
+func noSpace(s string) string {
+	return strings.Join(strings.Fields(s), "")
+}

@@ -18,7 +18,9 @@
 // is an error that names it and scripts/install-deps.sh). cls and rec
 // batch (engine.Batcher): a crop is one unit of work, and the units of
 // concurrent requests run together, crops of one input width at a time,
-// so that a crop reads the same in a batch as alone. A bad image is the
+// so that a crop reads the same in a batch as alone. The recognizer runs
+// a batch's crops of one width two at a time, or alone when wide: on a
+// CPU its time per crop grows in larger runs. A bad image is the
 // request's fault (an *engine.InputError); a failure inside ONNX Runtime
 // is the server's.
 package ocr

@@ -65,7 +65,7 @@ func TestEndToEnd(t *testing.T) {
 			c := ocrtest.CER(s.Text, got)
 			t.Logf("%s on %s: CER %.3f %q", rn.name, s.Name, c, got)
 			cer += c
-			noSp += ocrtest.CER(noSpace(s.Text), noSpace(got))
+			noSp += ocrtest.CERWithoutSpaces(s.Text, got)
 			n++
 		}
 		cer, noSp = cer/n, noSp/n

@@ -1,14 +1,9 @@
 package ppocr
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"image"
-	"image/png"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,13 +17,6 @@ type system struct {
 	subsets []string
 	// read returns the text of an image and the processor time it took.
 	read func(ctx context.Context, s ocrtest.Sample) (string, time.Duration, error)
-}
-
-// tally is a system's results on one subset.
-type tally struct {
-	cer, cerNoSpace float64
-	wall, cpu       time.Duration
-	n               int
 }
 
 // TestReport reads the generated test set with det → cls → rec (the ocr
@@ -77,9 +65,13 @@ func TestReport(t *testing.T) {
 			t.Fatalf("%s: %v", sys.name, err)
 		}
 	}
-	startup := tesseractStartup(ctx, t)
-
-	results := map[string]map[string]*tally{}
+	var scores ocrtest.Scores
+	startup := map[string]time.Duration{}
+	for _, lang := range []string{"eng", "chi_sim"} {
+		if startup[lang], err = (ocrtest.Tesseract{Lang: lang}).Startup(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, s := range set {
 		for _, sys := range systems {
 			if sys.subsets != nil && !slices.Contains(sys.subsets, s.Subset) {
@@ -91,48 +83,15 @@ func TestReport(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s on %s: %v", sys.name, s.Name, err)
 			}
-			if results[sys.name] == nil {
-				results[sys.name] = map[string]*tally{}
+			cer := scores.Add(sys.name, s, got, cpu, wall)
+			if strings.HasPrefix(sys.name, "Tesseract") {
+				scores.Startup(sys.name, s.Subset, startup[tessLang(s.Subset)])
 			}
-			tl := results[sys.name][s.Subset]
-			if tl == nil {
-				tl = &tally{}
-				results[sys.name][s.Subset] = tl
-			}
-			cer := ocrtest.CER(s.Text, got)
-			tl.cer += cer
-			tl.cerNoSpace += ocrtest.CER(noSpace(s.Text), noSpace(got))
-			tl.wall += wall
-			tl.cpu += cpu
-			tl.n++
 			t.Logf("%-24s %-50s CER %.3f %5.0f ms CPU %q", sys.name, s.Name, cer, ms(cpu), got)
 		}
 	}
-	t.Log(table(systems, results, startup))
-}
-
-// table writes the report's table.
-func table(systems []system, results map[string]map[string]*tally, startup map[string]time.Duration) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "\nTesseract's start (its process and model; a blank 32×32 image read): eng %.0f ms CPU, chi_sim %.0f ms CPU. "+
-		"Its times include it; the last column takes it out.\n\n", ms(startup["eng"]), ms(startup["chi_sim"]))
-	fmt.Fprintf(&b, "| subset | images | reader | CER | CER without spaces | CPU ms per image | wall ms per image | CPU ms less Tesseract's start |\n|---|---|---|---|---|---|---|---|\n")
-	for _, sub := range []string{ocrtest.English, ocrtest.Rotated, ocrtest.Chinese} {
-		for _, sys := range systems {
-			tl := results[sys.name][sub]
-			if tl == nil {
-				continue
-			}
-			n := float64(tl.n)
-			net := ""
-			if strings.HasPrefix(sys.name, "Tesseract") {
-				net = fmt.Sprintf("%.0f", ms(tl.cpu)/n-ms(startup[tessLang(sub)]))
-			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %.3f | %.3f | %.0f | %.0f | %s |\n",
-				sub, tl.n, sys.name, tl.cer/n, tl.cerNoSpace/n, ms(tl.cpu)/n, ms(tl.wall)/n, net)
-		}
-	}
-	return b.String()
+	t.Logf("\nTesseract's start (its process and model; a blank 32×32 image read): eng %.0f ms CPU, chi_sim %.0f ms CPU. "+
+		"Its times include it; the last column takes it out.\n\n%s", ms(startup["eng"]), ms(startup["chi_sim"]), scores.Table())
 }
 
 // ours reads with r, through the classifier or not, and measures the
@@ -140,9 +99,9 @@ func table(systems []system, results map[string]map[string]*tally, startup map[s
 // calling thread; the Go runtime's own threads are counted too).
 func ours(r *reader, cls bool) func(context.Context, ocrtest.Sample) (string, time.Duration, error) {
 	return func(_ context.Context, s ocrtest.Sample) (string, time.Duration, error) {
-		before := processCPU()
+		before := ocrtest.ProcessCPU()
 		regions, err := r.read(s.PNG, cls)
-		return text(regions), processCPU() - before, err
+		return text(regions), ocrtest.ProcessCPU() - before, err
 	}
 }
 
@@ -166,47 +125,6 @@ func tessLang(subset string) string {
 		return "chi_sim"
 	}
 	return "eng"
-}
-
-// processCPU returns the processor time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// tesseractStartup returns the processor time Tesseract takes to read a
-// blank image, for each language: mostly its start and model load, which
-// a server would pay once. The median of three runs.
-func tesseractStartup(ctx context.Context, t *testing.T) map[string]time.Duration {
-	var blank bytes.Buffer
-	m := image.NewGray(image.Rect(0, 0, 32, 32))
-	for i := range m.Pix {
-		m.Pix[i] = 255
-	}
-	if err := png.Encode(&blank, m); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]time.Duration{}
-	for _, lang := range []string{"eng", "chi_sim"} {
-		var runs []time.Duration
-		for range 3 {
-			res, err := ocrtest.Tesseract{Lang: lang}.Read(ctx, blank.Bytes())
-			if err != nil {
-				t.Fatal(err)
-			}
-			runs = append(runs, res.CPU)
-		}
-		slices.Sort(runs)
-		out[lang] = runs[1]
-	}
-	return out
-}
-
-func noSpace(s string) string {
-	return strings.Join(strings.Fields(s), "")
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package ocr_test
+
+const raceEnabled = false
