@@ -207,7 +207,7 @@ func TestSayVoiceAliases(t *testing.T) {
 		t.Error("--voice Alloy does not speak as slt, the voice it stands for")
 	}
 	_, stderr, code := runCLIStdin(t, "", "say", "--voice", "nobody", "hi")
-	if code != ExitUsage || !strings.Contains(stderr, "voices are slt, rms, awb, and the aliases alloy") {
+	if code != ExitUsage || !strings.Contains(stderr, "voices are slt, rms, awb, and the aliases ") || !strings.Contains(stderr, " alloy,") {
 		t.Errorf("unknown voice: exit %d, %q", code, stderr)
 	}
 }
