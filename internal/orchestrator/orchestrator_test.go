@@ -912,3 +912,24 @@ func TestTimings(t *testing.T) {
 		}
 	}
 }
+
+// TestLostReplicaRace: a replica lost while its engine reports the loss
+// fails the request with replica_lost, whichever of the two the pool hears
+// first (the watcher's mark, then the engine's error before the watcher
+// has told the request, made it a stage_failed 500).
+func TestLostReplicaRace(t *testing.T) {
+	f := newFixture(t, setup{opts: noRestartSoon, hooks: testengine.Hooks{Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
+		if e.Spec.Name == "post" {
+			e.Lose()
+			return fmt.Errorf("worker exited: %w", engine.ErrReplicaLost)
+		}
+		return nil
+	}}, deploy: "  stages:\n    - {id: 2, replicas: 64}"})
+	for i := range 64 {
+		s, err := f.o.Submit(context.Background(), Request{ID: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		codeIs(t, s.Err(), CodeReplicaLost)
+	}
+}

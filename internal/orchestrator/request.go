@@ -468,10 +468,17 @@ func (rq *request) runEngine(b *binding) {
 		close(sink.down)
 	}
 	if err != nil {
-		if errors.Is(err, engine.ErrReplicaLost) {
+		lost := errors.Is(err, engine.ErrReplicaLost)
+		if lost {
 			b.stage.sup.MarkLost(b.replica, err)
 		}
-		if rq.ctx.Err() == nil {
+		switch {
+		case rq.ctx.Err() != nil:
+		case lost:
+			// Another caller may have marked it lost first and not yet
+			// told this request.
+			rq.ReplicaLost(b.replica, err)
+		default:
 			rq.cancel(&StageError{Stage: b.job.StageID, Name: b.stage.name, Replica: b.replica.ID, Err: err})
 		}
 		return
