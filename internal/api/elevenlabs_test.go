@@ -171,8 +171,9 @@ const elBenchText = "Hello there, my friend! This is omnistage speaking to you n
 // from the start of the stream (its connection included): over
 // ElevenLabs' multi-stream-input by a Go client (each sentence a text
 // with flush, pcm_16000: its first audio message), over omnistage's own
-// WebSocket by a Go client (each sentence an input.text, pcm: its first
-// audio message), and through LiveKit's ElevenLabs plugin itself (node,
+// WebSocket by a Go client (each sentence an input.text, pcm, with word
+// timestamps as the ElevenLabs side has its alignment: its first audio
+// message), and through LiveKit's ElevenLabs plugin itself (node,
 // each sentence pushed and flushed, as an agent flushes its LLM's
 // segments: its first audio frame, which the plugin hands on only once
 // 100 ms of audio, and the next frame, have come). It reports the medians
@@ -228,7 +229,7 @@ func BenchmarkElevenLabsFirstAudio(b *testing.B) {
 
 		start = time.Now()
 		c := dialWS(b, f.url, nil)
-		c.event(evConfig, "model", "tts", "response_format", "pcm", "stream_audio", true)
+		c.event(evConfig, "model", "tts", "response_format", "pcm", "stream_audio", true, "word_timestamps", true)
 		wsT = append(wsT, firstAudio(start, func() (bool, error) {
 			m, err := c.tryRecv()
 			return m.typ == "", err

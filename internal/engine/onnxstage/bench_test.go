@@ -17,10 +17,11 @@ import (
 // BenchmarkStage runs requests of one input chunk through the stage in
 // process, c at a time, unbatched (max_batch=1: each chunk a run of its
 // own, concurrent runs on the cores) and batched (max_batch=8: the chunks
-// of concurrent requests stacked into one run, one run at a time per
-// replica, the first waiting the default 2ms for company, or 1us with
-// delay=1us: a batch is then what arrived during the previous run), with
-// one replica and with two (one per core), on two models: the PP-OCR classifier on one crop
+// of concurrent requests stacked into one run, a replica running as many
+// at once as there are cores: by default a batch is what queued while
+// the runs before it ran, with delay=2ms the first chunk waits up to 2ms
+// for company), with one replica and with two (one per core), on two
+// models: the PP-OCR classifier on one crop
 // (1x3x48x192, compute-bound: about 0.85ms of CPU a crop) and a model of
 // one Add and one Mul on two [1,2] tensors, whose run is all call
 // overhead. An op is one request; latency-ms is a request's mean time,
@@ -42,7 +43,7 @@ func BenchmarkStage(b *testing.B) {
 				for _, batch := range []struct{ name, keys string }{
 					{"1", "max_batch: 1"},
 					{"8", "max_batch: 8"},
-					{"8,delay=1us", "max_batch: 8, max_batch_delay: 1us"},
+					{"8,delay=2ms", "max_batch: 8, max_batch_delay: 2ms"},
 				} {
 					name := fmt.Sprintf("model=%s/c=%d/replicas=%d/max_batch=%s", m.name, c, replicas, batch.name)
 					b.Run(name, func(b *testing.B) {
