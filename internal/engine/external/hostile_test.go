@@ -61,7 +61,9 @@ func TestStderrFlood(t *testing.T) {
 	}
 	// 12 MB written; what the log took is bounded by the bucket (and a few
 	// lines not the program's: the counts of bytes dropped).
-	testkit.Eventually(t, "the last chunk's line", func() bool { return len(e.console.Tail()) > 0 && e.console.Tail()[len(e.console.Tail())-1] == "chunk 2 flooded" })
+	testkit.Eventually(t, "the last chunk's line", func() bool {
+		return len(e.console.Tail()) > 0 && e.console.Tail()[len(e.console.Tail())-1] == "chunk 2 flooded"
+	})
 	logged := len(stderr.String())
 	if bound := StderrBurst + int(time.Since(begun).Seconds()*StderrRate) + 8<<10; logged > bound {
 		t.Errorf("the log took %d bytes of a 12 MB flood; want at most %d", logged, bound)
