@@ -42,6 +42,7 @@ type Console struct {
 	tokens      float64
 	filled      time.Time // when tokens was last refilled
 	dropped     int64     // bytes dropped since the last line forwarded
+	dropping    bool      // the last line was dropped
 	what        string    // what the lines are, for the count of those dropped
 	now         func() time.Time
 }
@@ -89,6 +90,10 @@ func (c *Console) Line(b []byte) {
 }
 
 // take reports whether n bytes are within the limit, and spends them.
+// Once a line was dropped, lines go through again only when the bucket
+// holds a quarter of its burst: a flood then reaches the log as runs of
+// lines, each after one count of those dropped, rather than as a count
+// between every two lines.
 func (c *Console) take(n int) bool {
 	if c.rate <= 0 {
 		return true
@@ -96,20 +101,27 @@ func (c *Console) take(n int) bool {
 	now := c.now()
 	c.tokens = min(c.burst, c.tokens+now.Sub(c.filled).Seconds()*c.rate)
 	c.filled = now
-	if c.tokens < float64(n) {
+	need := float64(n)
+	if c.dropping {
+		need = max(need, c.burst/4)
+	}
+	if c.tokens < need {
+		c.dropping = true
 		return false
 	}
 	c.tokens -= float64(n)
+	c.dropping = false
 	return true
 }
 
 // reportDropped writes how many bytes were dropped since the last line
-// forwarded, if any.
+// forwarded, if any, and spends its own bytes.
 func (c *Console) reportDropped() {
 	if c.dropped == 0 {
 		return
 	}
-	_, _ = fmt.Fprintf(c.w, "%s%d bytes of %s dropped (past the limit of %.0f bytes per second)\n", c.prefix, c.dropped, c.what, c.rate)
+	n, _ := fmt.Fprintf(c.w, "%s%d bytes of %s dropped (past the limit of %.0f bytes per second)\n", c.prefix, c.dropped, c.what, c.rate)
+	c.tokens -= float64(n)
 	c.dropped = 0
 }
 

@@ -82,7 +82,8 @@ func TestConsoleLimit(t *testing.T) {
 	if got, want := b.String(), "p: 7 bytes of standard error dropped (past the limit of 100 bytes per second)\np: lost: it crashed\n"; got != want {
 		t.Errorf("a note: %q; want %q", got, want)
 	}
-	// A flood of a million lines in an instant writes the bucket's worth.
+	// A flood of a million lines in an instant writes the bucket's worth
+	// (and a count).
 	b.Reset()
 	now = now.Add(time.Hour)
 	for range 1_000_000 {
@@ -91,6 +92,36 @@ func TestConsoleLimit(t *testing.T) {
 	c.Flush()
 	if b.Len() > 40+100 {
 		t.Errorf("a flood wrote %d bytes: %q", b.Len(), b.String())
+	}
+}
+
+// TestConsoleSustainedFlood checks a flood of 10 MB a second for 10 s
+// against the limit of a stage's standard error: what is written stays
+// within the bucket's burst and rate, counts included, in runs of lines
+// with a count before each, not a count between every two lines.
+func TestConsoleSustainedFlood(t *testing.T) {
+	var b bytes.Buffer
+	now := time.Unix(1000, 0)
+	c := NewConsole(&b, "stage synth/0 (pid 42): ")
+	c.now = func() time.Time { return now }
+	const rate, burst = 64 << 10, 256 << 10
+	c.Limit("standard error", rate, burst)
+	line := bytes.Repeat([]byte("f"), 99)
+	for range 1_000_000 {
+		c.Line(line)
+		now = now.Add(10 * time.Microsecond)
+	}
+	c.Flush()
+	if max := burst + 10*rate; b.Len() > max {
+		t.Errorf("wrote %d bytes in 10 s; want at most %d", b.Len(), max)
+	}
+	if b.Len() < 10*rate {
+		t.Errorf("wrote %d bytes in 10 s; want about the rate's %d", b.Len(), 10*rate)
+	}
+	n := strings.Count(b.String(), "bytes of standard error dropped")
+	t.Logf("%d bytes, %d counts", b.Len(), n)
+	if n < 5 || n > 11 {
+		t.Errorf("%d counts of dropped bytes in 10 s; want one a run of lines, about a second apart", n)
 	}
 }
 
