@@ -20,6 +20,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine/external"
 	"github.com/omnistage/omnistage/internal/stagecheck"
 	"github.com/omnistage/omnistage/internal/stageproto"
+	"github.com/omnistage/omnistage/internal/subprocess"
 )
 
 // The tests below hold docs/stage-protocol.md, the stage protocol's
@@ -312,6 +313,11 @@ func TestDocBounds(t *testing.T) {
 		{"has not exited within (\\d+) s is sent SIGTERM", int64(time.Second), int64(external.StopTimeout)},
 		{"is answered within (\\d+) s; a refusal", int64(time.Second), int64(external.CheckTimeout)},
 		{"`--timeout D` \\(default (\\d+) s\\)", int64(time.Second), int64(stagecheck.DefaultTimeout)},
+		{"`timeout` \\(default (\\d+) s\\), while it has input", int64(time.Second), int64(external.DefaultTimeout)},
+		{"stage's `timeout` \\(default (\\d+) s\\), as it cancels", int64(time.Second), int64(external.DefaultTimeout)},
+		{"a token bucket of (\\d+) KiB per second", 1 << 10, external.StderrRate},
+		{"KiB per second, holding (\\d+) KiB", 1 << 10, external.StderrBurst},
+		{"stops waiting for the program's output (\\d+) s after", int64(time.Second), int64(subprocess.OutputDelay)},
 		{"`max_batch` \\(default (\\d+)\\): when above 0", 1, 0},
 		{"at most (\\d+) of them, making at most \\d+ elements", 1, engine.MaxTensorRank},
 		{"at most \\d+ of them, making at most (\\d+) elements", 1, engine.MaxTensorElements},

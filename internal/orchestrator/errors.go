@@ -126,6 +126,10 @@ func CodeOf(err error) Code {
 		return CodeOverloaded
 	case errors.As(err, &ue):
 		return CodeUpstream
+	case errors.As(err, &stg) && errors.Is(stg.Err, engine.ErrReplicaLost):
+		// The engine's own report of its replica's loss, which reached
+		// the request before the pool's (ReplicaLostError).
+		return CodeReplicaLost
 	case errors.As(err, &stg):
 		return CodeStageFailed
 	case errors.Is(err, context.DeadlineExceeded):

@@ -10,6 +10,7 @@ import (
 	"context"
 	"io"
 	"time"
+	"unicode/utf8"
 
 	"github.com/omnistage/omnistage/internal/engine"
 )
@@ -67,7 +68,7 @@ func (s *stageSink) Send(ctx context.Context, c engine.Chunk) error {
 	if b := s.bind; b.first.Load() == 0 && b.first.CompareAndSwap(0, int64(time.Since(s.rq.submitted))+1) {
 		b.stageEvent("first_output")
 	}
-	if err := s.audio.spend(c.Audio); err != nil {
+	if err := s.audio.spend(c.Audio, s.bind.job.Prompt); err != nil {
 		s.rq.cancel(err)
 		return err
 	}
@@ -113,20 +114,35 @@ func sendTo[T any](ctx context.Context, ch chan<- T, v T) error {
 // bounded. Sends of one sink do not overlap, so it needs no lock.
 type audioBudget struct {
 	stage   int
+	name    string
 	seconds int
 	samples int64 // spent so far
 }
 
-// spend counts a's samples against the budget, and fails with a 400 once
-// they pass it. Chunks that are not audio, and audio without a rate, cost
-// nothing.
-func (b *audioBudget) spend(a *engine.Audio) error {
+// secondsPerRune is the most audio one character of a request's text
+// explains: many times what speech takes (about 0.07 s a character at a
+// usual pace), so that slow voices, numbers spoken out and pauses stay
+// within it.
+const secondsPerRune = 1
+
+// spend counts a's samples against the budget, and fails once they pass
+// it: with a 400 when prompt, the request's text, explains that much
+// audio (secondsPerRune) or there is no text to tell (an image's
+// request), else with a 500, the stage's fault (a program that floods
+// audio for a short text). Chunks that are not audio, and audio without a
+// rate, cost nothing.
+func (b *audioBudget) spend(a *engine.Audio, prompt engine.Prompt) error {
 	if a == nil || a.SampleRate <= 0 {
 		return nil
 	}
 	b.samples += int64(len(a.Samples))
-	if b.samples > int64(b.seconds)*int64(a.SampleRate) {
-		return newError(CodeBadRequest, "stage %d's audio passed the limit of %d s for one request (deploy.max_audio_seconds): send less text per request", b.stage, b.seconds)
+	if b.samples <= int64(b.seconds)*int64(a.SampleRate) {
+		return nil
 	}
-	return nil
+	text, _ := prompt.Current()
+	if n := utf8.RuneCountInString(text); n > 0 && n*secondsPerRune < b.seconds {
+		return newError(CodeStageFailed, "stage %d (%s) made more than %d s of audio (deploy.max_audio_seconds) for %d characters of text, which explain at most %d s: the stage's fault, not the request's",
+			b.stage, b.name, b.seconds, n, n*secondsPerRune)
+	}
+	return newError(CodeBadRequest, "stage %d's audio passed the limit of %d s for one request (deploy.max_audio_seconds): send less text per request", b.stage, b.seconds)
 }

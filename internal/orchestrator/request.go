@@ -418,7 +418,7 @@ func (rq *request) start(input engine.Source) {
 		b := &rq.bindings[i]
 		id := b.job.StageID
 		b.sink = stageSink{rq: rq, stage: id, final: id == rq.sel.Final, bind: b,
-			audio: audioBudget{stage: id, seconds: rq.o.cfg.Deploy.MaxAudioSeconds}}
+			audio: audioBudget{stage: id, name: b.stage.name, seconds: rq.o.cfg.Deploy.MaxAudioSeconds}}
 		b.sink.selected, b.sink.kind, b.sink.plays = rq.selected(id), rq.o.route.Output(id), rq.playsAudio(id)
 		if i < n-1 {
 			b.sink.down = make(chan engine.Chunk, rq.o.cfg.Deploy.StreamBuffer)

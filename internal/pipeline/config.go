@@ -85,8 +85,9 @@ type Deploy struct {
 	// drain before the request is marked abort_failed.
 	AbortTimeout time.Duration
 	// MaxAudioSeconds bounds the audio one stage may produce for one
-	// request (max_audio_seconds): past it the request fails with a 400,
-	// after at most that much work.
+	// request (max_audio_seconds): past it the request fails, after at
+	// most that much work, with a 400 when its text explains that much
+	// audio, else a 500 (the stage's fault).
 	MaxAudioSeconds int
 	// MaxMigrations bounds how many times one request moves to another
 	// replica of a stage after its replica was lost mid-stream

@@ -1,7 +1,8 @@
 package subprocess
 
 // A child process's output: split into lines, each forwarded with a
-// prefix naming the child, the last ones kept for an error message.
+// prefix naming the child (within a limit of bytes per second), the last
+// ones kept for an error message.
 
 import (
 	"bytes"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 )
 
 // TailLines is how many of a child's last output lines a Console keeps for
@@ -20,18 +22,47 @@ const TailLines = 10
 const MaxLine = 64 << 10
 
 // Console forwards a child's output, a line at a time and prefixed with
-// the child's name, to a writer, and keeps the last lines. It is safe for
+// the child's name, to a writer, and keeps the last lines. With a limit
+// (Limit), lines past it are kept but not forwarded, and the next line
+// forwarded is preceded by a count of the bytes dropped. It is safe for
 // concurrent use.
 type Console struct {
 	mu     sync.Mutex
 	w      io.Writer
 	prefix string
-	tail   []string
+	// tail is a ring of the last lines, reused: a child that floods its
+	// output costs a copy per line, not an allocation.
+	tail  [TailLines][]byte
+	next  int // where the next line goes in tail
+	lines int // lines kept in tail, up to TailLines
+
+	// The limit: a bucket of tokens (bytes written), refilled at rate per
+	// second up to burst; rate 0 means none.
+	rate, burst float64
+	tokens      float64
+	filled      time.Time // when tokens was last refilled
+	dropped     int64     // bytes dropped since the last line forwarded
+	dropping    bool      // the last line was dropped
+	what        string    // what the lines are, for the count of those dropped
+	now         func() time.Time
 }
 
-// NewConsole returns a Console that writes to w, each line after prefix.
+// NewConsole returns a Console that writes to w, each line after prefix,
+// without a limit.
 func NewConsole(w io.Writer, prefix string) *Console {
-	return &Console{w: w, prefix: prefix}
+	return &Console{w: w, prefix: prefix, now: time.Now}
+}
+
+// Limit bounds what the Console forwards to rate bytes per second, with
+// bursts of up to burst bytes (each line counted with its prefix and
+// newline); rate 0 or less means no bound. The bucket starts full. What
+// names the lines in the count of those dropped ("standard error").
+func (c *Console) Limit(what string, rate, burst int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.what = what
+	c.rate, c.burst = float64(max(rate, 0)), float64(max(burst, 0))
+	c.tokens, c.filled = c.burst, c.now()
 }
 
 // SetPrefix changes the prefix of later lines (once the child's pid is
@@ -42,33 +73,95 @@ func (c *Console) SetPrefix(p string) {
 	c.prefix = p
 }
 
-// Line forwards one line, b without its newline, and keeps it.
+// Line forwards one line, b without its newline, unless it is past the
+// limit, and keeps it.
 func (c *Console) Line(b []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, _ = fmt.Fprintf(c.w, "%s%s\n", c.prefix, b)
-	if len(c.tail) == TailLines {
-		c.tail = append(c.tail[:0], c.tail[1:]...)
+	c.tail[c.next] = append(c.tail[c.next][:0], b...)
+	c.next = (c.next + 1) % TailLines
+	c.lines = min(c.lines+1, TailLines)
+	if !c.take(len(c.prefix) + len(b) + 1) {
+		c.dropped += int64(len(b)) + 1
+		return
 	}
-	c.tail = append(c.tail, string(b))
+	c.reportDropped()
+	_, _ = fmt.Fprintf(c.w, "%s%s\n", c.prefix, b)
+}
+
+// take reports whether n bytes are within the limit, and spends them.
+// Once a line was dropped, lines go through again only when the bucket
+// holds a quarter of its burst: a flood then reaches the log as runs of
+// lines, each after one count of those dropped, rather than as a count
+// between every two lines.
+func (c *Console) take(n int) bool {
+	if c.rate <= 0 {
+		return true
+	}
+	now := c.now()
+	c.tokens = min(c.burst, c.tokens+now.Sub(c.filled).Seconds()*c.rate)
+	c.filled = now
+	need := float64(n)
+	if c.dropping {
+		need = max(need, c.burst/4)
+	}
+	if c.tokens < need {
+		c.dropping = true
+		return false
+	}
+	c.tokens -= float64(n)
+	c.dropping = false
+	return true
+}
+
+// reportDropped writes how many bytes were dropped since the last line
+// forwarded, if any, and spends its own bytes.
+func (c *Console) reportDropped() {
+	if c.dropped == 0 {
+		return
+	}
+	n, _ := fmt.Fprintf(c.w, "%s%d bytes of %s dropped (past the limit of %.0f bytes per second)\n", c.prefix, c.dropped, c.what, c.rate)
+	c.tokens -= float64(n)
+	c.dropped = 0
+}
+
+// Note forwards a line of the owner's own about the child (that it was
+// lost, say), whatever the limit, after the count of bytes dropped. It is
+// not kept.
+func (c *Console) Note(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reportDropped()
+	_, _ = fmt.Fprintf(c.w, "%s%s\n", c.prefix, s)
+}
+
+// Flush writes the count of bytes dropped since the last line forwarded,
+// if any: once the child's output has ended, it comes with no next line.
+func (c *Console) Flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reportDropped()
 }
 
 // Last returns the last lines, indented, for an error message; "" when
 // there are none.
 func (c *Console) Last() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.tail) == 0 {
+	tail := c.Tail()
+	if len(tail) == 0 {
 		return ""
 	}
-	return "; its last output:\n    " + strings.Join(c.tail, "\n    ")
+	return "; its last output:\n    " + strings.Join(tail, "\n    ")
 }
 
-// Tail returns the last lines kept.
+// Tail returns the last lines kept, oldest first.
 func (c *Console) Tail() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]string(nil), c.tail...)
+	out := make([]string, 0, c.lines)
+	for i := range c.lines {
+		out = append(out, string(c.tail[(c.next-c.lines+i+TailLines)%TailLines]))
+	}
+	return out
 }
 
 // LineWriter splits one output stream of a child into lines, handing each

@@ -5,6 +5,7 @@ package subprocess
 // A process group of the child's own, on Unix.
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
@@ -15,8 +16,17 @@ import (
 func SysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 // Terminate asks p's process group (SysProcAttr made one) to stop: SIGTERM.
-func Terminate(p *os.Process) error { return syscall.Kill(-p.Pid, syscall.SIGTERM) }
+func Terminate(p *os.Process) error { return signalGroup(p, syscall.SIGTERM) }
 
 // Kill kills p's process group: SIGKILL, so that what the child started
-// goes with it.
-func Kill(p *os.Process) error { return syscall.Kill(-p.Pid, syscall.SIGKILL) }
+// goes with it. The group outlives p's exit while a process started in
+// it lives: Kill after Wait kills those.
+func Kill(p *os.Process) error { return signalGroup(p, syscall.SIGKILL) }
+
+func signalGroup(p *os.Process, sig syscall.Signal) error {
+	if p.Pid <= 0 {
+		// Released (-1): -p.Pid would name init, or every process.
+		return errors.New("process released")
+	}
+	return syscall.Kill(-p.Pid, sig)
+}

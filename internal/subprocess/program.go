@@ -30,7 +30,8 @@ type Program struct {
 // it), writes Stdin, and runs Wait once, on a goroutine of its own.
 type Child struct {
 	cmd     *exec.Cmd
-	stderr  *LineWriter
+	stderr  *os.File      // the read end of its standard error; nil without Program.Stderr
+	copied  chan struct{} // closed once stderr is read to its end (or its bound)
 	exited  chan struct{}
 	waitErr error // Wait's, written before exited closes
 
@@ -76,10 +77,12 @@ func CleanEnvHint(env string) string {
 		"or give the program the variables it needs (PYTHONPATH) with " + env
 }
 
-// waitDelay bounds the wait for a program's output to close once it has
-// exited: a grandchild holding its standard error must not keep Wait from
-// reporting the exit.
-const waitDelay = time.Second
+// OutputDelay bounds the wait for a program's output to end once it has
+// exited and what was left of its process group was killed: a process
+// that left the group (setsid) and holds the program's standard output or
+// error must not keep Wait from reporting the exit, nor the owner's reader
+// from ending.
+const OutputDelay = time.Second
 
 // Start starts p in a process group of its own (SysProcAttr), with the
 // environment Environ makes.
@@ -91,38 +94,74 @@ func Start(p Program) (*Child, error) {
 	cmd.Dir = p.Dir
 	cmd.Env = Environ(p.Env)
 	cmd.SysProcAttr = SysProcAttr()
-	cmd.WaitDelay = waitDelay
-	cmd.Stderr = p.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
+	c := &Child{cmd: cmd, copied: make(chan struct{}), exited: make(chan struct{}), Stdin: stdin}
+	// Pipes of this process's own, not exec's, so that Wait returns as
+	// the program exits, whoever else holds their write ends.
+	var ends []*os.File // the write ends, the program's
 	stdout, w, err := os.Pipe()
+	if err == nil {
+		c.Stdout, cmd.Stdout, ends = stdout, w, append(ends, w)
+		if p.Stderr != nil {
+			c.stderr, w, err = os.Pipe()
+			cmd.Stderr, ends = w, append(ends, w)
+		}
+	}
+	if err == nil {
+		err = cmd.Start()
+		if err != nil {
+			err = fmt.Errorf("start %q: %w", p.Argv, err)
+		}
+	}
+	for _, w := range ends {
+		_ = w.Close()
+	}
 	if err != nil {
+		for _, r := range []*os.File{c.Stdout, c.stderr} {
+			if r != nil {
+				_ = r.Close()
+			}
+		}
 		_ = stdin.Close()
 		return nil, err
 	}
-	cmd.Stdout = w
-	err = cmd.Start()
-	_ = w.Close()
-	if err != nil {
-		_ = stdout.Close()
-		_ = stdin.Close()
-		return nil, fmt.Errorf("start %q: %w", p.Argv, err)
+	go c.copyStderr(p.Stderr)
+	return c, nil
+}
+
+// copyStderr hands the program's standard error to w until it ends (or
+// its bound, once the program has exited), then its last line.
+func (c *Child) copyStderr(w *LineWriter) {
+	defer close(c.copied)
+	if c.stderr == nil {
+		return
 	}
-	return &Child{cmd: cmd, stderr: p.Stderr, exited: make(chan struct{}), Stdin: stdin, Stdout: stdout}, nil
+	_, _ = io.Copy(w, c.stderr)
+	_ = c.stderr.Close()
+	w.Flush()
 }
 
 // Pid is the program's process id.
 func (c *Child) Pid() int { return c.cmd.Process.Pid }
 
-// Wait waits for the program to exit, hands on the last line of its
-// standard error, and closes Exited.
+// Wait waits for the program to exit, kills what is left of its process
+// group (the helpers it started go with it, whether it exited by itself,
+// was asked to or was killed), waits at most OutputDelay for its standard
+// error to end, handing on its last line, and closes Exited. Past
+// OutputDelay, reads of Stdout fail (os.ErrDeadlineExceeded) rather than
+// wait for a process outside the group that holds it.
 func (c *Child) Wait() {
 	c.waitErr = c.cmd.Wait()
+	_ = Kill(c.cmd.Process)
+	bound := time.Now().Add(OutputDelay)
+	_ = c.Stdout.SetReadDeadline(bound)
 	if c.stderr != nil {
-		c.stderr.Flush()
+		_ = c.stderr.SetReadDeadline(bound)
 	}
+	<-c.copied
 	close(c.exited)
 }
 

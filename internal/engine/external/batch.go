@@ -165,7 +165,7 @@ func (e *Engine) awaitBatch(jobs map[*job]int, items []*engine.BatchItem, events
 			defer t.Stop()
 			answer = t.C
 		case <-answer:
-			e.lose(fmt.Errorf("the program did not answer the cancel of %d jobs of a batch within %s", len(jobs), e.cfg.CancelTimeout))
+			e.lose(lossCancel, fmt.Errorf("%d jobs of a batch, within %s", len(jobs), e.cfg.CancelTimeout))
 			return e.Loss.Err()
 		case <-e.Lost():
 			return e.Loss.Err()

@@ -197,5 +197,5 @@ func TestBadTensorLosesTheReplica(t *testing.T) {
 	if !errors.Is(err, engine.ErrReplicaLost) {
 		t.Fatalf("%v; want the replica lost", err)
 	}
-	lostWith(t, e, err, `job 1: output: invalid input: tensor chunk: tensor "x": shape [2] of float32 makes 8 bytes, but only 4 of the data are left for it`)
+	lostWith(t, e, err, "the program broke the protocol", `job 1: output: invalid input: tensor chunk: tensor "x": shape [2] of float32 makes 8 bytes, but only 4 of the data are left for it`)
 }

@@ -9,9 +9,10 @@
 // A stage with engine external takes, in its deploy entry's options:
 // command (the program and its arguments, a list: never a shell string),
 // cwd (the directory it runs in), env (variables it gets, beyond PATH) and
-// config (an object handed to the program when it warms up). Its deploy
-// entry's timeout and warm_timeout bound a job's silence and the program's
-// start (engine.Spec.Timeout, WarmTimeout).
+// config (an object handed to the program when it warms up) and
+// detailed_errors (Options.DetailedErrors). Its deploy entry's timeout
+// (default DefaultTimeout) and warm_timeout bound a job's silence and the
+// program's start (engine.Spec.Timeout, WarmTimeout).
 //
 // # A replica
 //
@@ -40,10 +41,12 @@
 // The replica is lost (engine.Loss) when the program exits, closes its
 // standard output, writes a malformed message or leaves a cancel
 // unanswered: the requests bound to it fail with an error wrapping
-// engine.ErrReplicaLost that says how the program ended and what it last
-// wrote on its standard error, which goes to Config.Stderr a line at a
-// time, prefixed with the replica. The runtime restarts the replica in
-// its slot (package pool).
+// engine.ErrReplicaLost that names the replica, the kind of loss and how
+// the program ended. The program's command, pid and last lines of
+// standard error go with it only to Config.Stderr (unless the stage's
+// detailed_errors is set), which gets the program's standard error a line
+// at a time, prefixed with the replica, within StderrRate. The runtime
+// restarts the replica in its slot (package pool).
 package external
 
 import (
@@ -75,6 +78,11 @@ type Options struct {
 	Cwd     string            `json:"cwd"`
 	Env     map[string]string `json:"env"`
 	Config  json.RawMessage   `json:"config"`
+	// DetailedErrors gives the error of a lost replica, which API clients
+	// read, what the server's log gets: the program's command, its pid
+	// and its last lines of standard error (for development; without it,
+	// the error says the replica and the kind of loss).
+	DetailedErrors bool `json:"detailed_errors"`
 }
 
 // Config configures the engine's replicas.
@@ -100,6 +108,19 @@ const (
 	// StopTimeout bounds the wait for a program to exit when it is asked
 	// to, before it is killed.
 	StopTimeout = 10 * time.Second
+	// DefaultTimeout bounds a job's silence when the stage has no
+	// timeout: a program that never answers would otherwise hold its
+	// requests, and one of its max_jobs, until each client gave up.
+	DefaultTimeout = time.Minute
+)
+
+// The bound on what a replica's program writes to the log (Config.Stderr):
+// a token bucket of StderrRate bytes per second, holding StderrBurst. Past
+// it lines are dropped, counted in a line when the log takes lines again,
+// and still kept for the error that reports the program's end.
+const (
+	StderrRate  = 64 << 10
+	StderrBurst = 256 << 10
 )
 
 // Register adds the engine to r.

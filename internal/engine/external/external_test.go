@@ -3,6 +3,7 @@ package external
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -155,29 +156,44 @@ func TestStartFailures(t *testing.T) {
 	}
 }
 
-// lostWith checks that err is a lost replica's, saying want, and that
-// the replica is lost.
-func lostWith(t *testing.T, e *Engine, err error, want ...string) {
+// lostWith checks that err is a lost replica's, naming the replica and
+// the kind of loss, and that the replica is lost; that the error keeps
+// the program's command, pid and whatever else detail says for the
+// server's log, where the loss's detail went.
+func lostWith(t *testing.T, e *Engine, err error, kind string, detail ...string) {
 	t.Helper()
 	if !errors.Is(err, engine.ErrReplicaLost) {
 		t.Fatalf("error %v; want a lost replica", err)
 	}
-	for _, w := range want {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q; want it to say %q", err, w)
-		}
+	if msg := err.Error(); !strings.Contains(msg, kind) || !strings.Contains(msg, "replica "+e.id) {
+		t.Errorf("error %q; want it to name replica %s and say %q", msg, e.id, kind)
 	}
 	select {
 	case <-e.Lost():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the replica is not lost")
 	}
+	if e.opts.DetailedErrors {
+		return
+	}
+	msg := err.Error()
+	for _, private := range append([]string{e.opts.Command[0], "(pid "}, detail...) {
+		if strings.Contains(msg, private) {
+			t.Errorf("error %q; it tells the client %q", msg, private)
+		}
+	}
+	log := e.cfg.Stderr.(fmt.Stringer).String()
+	for _, w := range append([]string{e.opts.Command[0], "(pid ", kind}, detail...) {
+		if !strings.Contains(e.lostDetail().Error(), w) || !strings.Contains(log, w) {
+			t.Errorf("the loss's detail %q (in the log: %v); want it to say %q", e.lostDetail(), strings.Contains(log, w), w)
+		}
+	}
 }
 
 func TestCrashMidJob(t *testing.T) {
 	e, _ := start(t, "crash")
 	_, err := run(context.Background(), e, "", audio(16000, 1), audio(16000, 2), audio(16000, 3))
-	lostWith(t, e, err, "exit status 3", "about to crash", "gain/0")
+	lostWith(t, e, err, "exit status 3", "about to crash")
 	// The jobs that come after, and those running at the crash, fail with
 	// the loss too: none panics, none ends as done.
 	if _, err := run(context.Background(), e, "", audio(16000, 1)); !errors.Is(err, engine.ErrReplicaLost) {
@@ -205,7 +221,7 @@ func TestGarbageLosesTheReplica(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("not lost")
 	}
-	lostWith(t, e, e.LostErr(), "is not a JSON object", "this is not a header")
+	lostWith(t, e, e.LostErr(), "the program wrote a malformed message", "is not a JSON object", "this is not a header")
 }
 
 func TestFailedJob(t *testing.T) {
@@ -253,7 +269,7 @@ func TestCancel(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a program that ignores cancel kept its replica")
 	}
-	lostWith(t, deaf, deaf.LostErr(), "did not answer the cancel of job 1 within 500ms")
+	lostWith(t, deaf, deaf.LostErr(), "the program did not answer a cancel", "job 1, within 500ms")
 }
 
 func TestTimeout(t *testing.T) {

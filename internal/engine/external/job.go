@@ -190,7 +190,7 @@ func (e *Engine) writeError(err error) error {
 	if errors.As(err, &pe) {
 		return fmt.Errorf("%s: stage %d (%s): %w", Name, e.spec.StageID, e.spec.Name, err)
 	}
-	e.lose(fmt.Errorf("writing to the program: %w", err))
+	e.lose(lossWrite, err)
 	return e.Loss.Err()
 }
 
@@ -214,6 +214,13 @@ func (e *Engine) run(ctx context.Context, j *job, jb *engine.Job) error {
 		case ev := <-j.out:
 			if ev.end {
 				return e.ended(j, ev)
+			}
+			if e.losing.Load() {
+				// Nothing more of a replica being lost goes on: its loss is
+				// the job's error, not what its last chunks would cost
+				// downstream (the request's audio limit).
+				<-e.Lost()
+				return e.Loss.Err()
 			}
 			if err := jb.Out.Send(ctx, ev.chunk); err != nil {
 				return e.cancel(j, err)
@@ -321,7 +328,7 @@ func (e *Engine) cancel(j *job, cause error) error {
 			e.dropped.Add(1)
 		case <-t.C:
 			e.endJobIf(j, true)
-			e.lose(fmt.Errorf("the program did not answer the cancel of job %d within %s", j.id, e.cfg.CancelTimeout))
+			e.lose(lossCancel, fmt.Errorf("job %d, within %s", j.id, e.cfg.CancelTimeout))
 			return cause
 		case <-e.Lost():
 			return cause

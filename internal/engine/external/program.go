@@ -43,6 +43,7 @@ type Engine struct {
 
 	engine.Loss
 	losing   atomic.Bool // set by the first lose
+	detail   error       // the loss with its detail; written before Mark
 	wg       sync.WaitGroup
 	closing  chan struct{}
 	once     sync.Once
@@ -80,7 +81,11 @@ func New(spec engine.Spec, cfg Config) (*Engine, error) {
 		jobs: map[int64]*job{}, checks: map[int64]chan *stageproto.Header{},
 		closing: make(chan struct{}),
 	}
+	if e.spec.Timeout <= 0 {
+		e.spec.Timeout = DefaultTimeout
+	}
 	e.console = subprocess.NewConsole(cfg.Stderr, "stage "+e.id+": ")
+	e.console.Limit("standard error", StderrRate, StderrBurst)
 	e.child, err = subprocess.Start(subprocess.Program{Argv: opts.Command, Dir: opts.Cwd, Env: opts.Env,
 		Stderr: &subprocess.LineWriter{OnLine: e.console.Line}})
 	if err != nil {
@@ -101,12 +106,28 @@ func New(spec engine.Spec, cfg Config) (*Engine, error) {
 func (e *Engine) wait() {
 	defer e.wg.Done()
 	e.child.Wait()
-	e.lose(errors.New("the program exited"))
+	e.console.Flush()
+	e.lose(lossExited, nil)
 }
 
+// The kinds of a replica's loss: what its error tells API clients.
+const (
+	lossExited    = "the program exited"
+	lossClosed    = "the program closed its standard output"
+	lossCut       = "the program's standard output ended inside a message"
+	lossMalformed = "the program wrote a malformed message"
+	lossBreach    = "the program broke the protocol"
+	lossFatal     = "the program failed"
+	lossWrite     = "writing to the program failed"
+	lossCancel    = "the program did not answer a cancel"
+)
+
 // lose loses the replica: the program is stopped, and every job still
-// running fails with cause, how the program ended and its last output.
-func (e *Engine) lose(cause error) {
+// running fails with the loss's kind, one of the loss constants, and how
+// the program ended. What the server's log gets (and, with the stage's
+// detailed_errors, the error too) also has detail, the program's command,
+// its pid and its last output.
+func (e *Engine) lose(kind string, detail error) {
 	if !e.losing.CompareAndSwap(false, true) {
 		// The first cause is the one to report: wait for it, so that the
 		// caller finds the replica lost.
@@ -123,9 +144,18 @@ func (e *Engine) lose(cause error) {
 	_ = e.child.Kill()
 	e.child.ExitedWithin(exitWait)
 	how := e.child.How()
-	e.console.Line([]byte(fmt.Sprintf("lost: %v (%s)", cause, how)))
-	e.Mark(fmt.Errorf("%s: program %q of replica %s (pid %d): %v (%s)%s%s: %w",
-		Name, e.opts.Command, e.id, e.child.Pid(), cause, how, e.envHint(), e.console.Last(), engine.ErrReplicaLost))
+	cause := kind
+	if detail != nil {
+		cause += ": " + detail.Error()
+	}
+	e.detail = fmt.Errorf("%s: program %q of replica %s (pid %d): %s (%s)%s%s: %w",
+		Name, e.opts.Command, e.id, e.child.Pid(), cause, how, e.envHint(), e.console.Last(), engine.ErrReplicaLost)
+	e.console.Note("lost: " + e.detail.Error())
+	if e.opts.DetailedErrors {
+		e.Mark(e.detail)
+		return
+	}
+	e.Mark(fmt.Errorf("%s: replica %s: %s (%s): %w", Name, e.id, kind, how, engine.ErrReplicaLost))
 }
 
 // envHint is what to add to the error of a program that died on an import:
@@ -147,15 +177,25 @@ func (e *Engine) read(r *stageproto.Reader) {
 		if err != nil {
 			switch {
 			case errors.Is(err, io.EOF):
-				err = errors.New("the program closed its standard output")
+				e.lose(lossClosed, nil)
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				// The program exited; what holds its output is not its own
+				// (subprocess.OutputDelay).
+				e.lose(lossExited, nil)
 			case errors.Is(err, io.ErrUnexpectedEOF):
-				err = fmt.Errorf("the program's standard output ended inside a message: %w", err)
+				e.lose(lossCut, err)
+			default:
+				e.lose(lossMalformed, err)
 			}
-			e.lose(err)
 			return
 		}
 		if err := e.dispatch(&h, data); err != nil {
-			e.lose(err)
+			var fe *fatalError
+			if errors.As(err, &fe) {
+				e.lose(lossFatal, errors.New(fe.msg))
+			} else {
+				e.lose(lossBreach, err)
+			}
 			return
 		}
 	}
@@ -192,7 +232,7 @@ func (e *Engine) dispatch(h *stageproto.Header, data []byte) error {
 		return nil
 	case stageproto.TypeError:
 		if h.Job == 0 {
-			err := fmt.Errorf("the program failed: %s", h.Message)
+			err := &fatalError{msg: h.Message}
 			select {
 			case e.started <- err: // refused to start
 				return nil
@@ -213,6 +253,12 @@ func (e *Engine) dispatch(h *stageproto.Header, data []byte) error {
 	}
 	return j.deliver(e, h, data)
 }
+
+// fatalError is a program's error message without a job: the program
+// failed as a whole (or refused to start).
+type fatalError struct{ msg string }
+
+func (e *fatalError) Error() string { return lossFatal + ": " + e.msg }
 
 // Warm reads the program's hello, checks it against the stage, sends warm
 // and waits for ready, for at most the stage's warm_timeout.
@@ -237,9 +283,10 @@ func (e *Engine) Warm(ctx context.Context) error {
 			}
 			return fail(ctx.Err())
 		case <-e.Lost():
-			// The loss's error names the program, says how it ended and
-			// holds its last output.
-			return e.Loss.Err()
+			// The loss's detail names the program, says how it ended and
+			// holds its last output: start-up's errors are the
+			// operator's, whatever the stage's detailed_errors.
+			return e.lostDetail()
 		}
 	}
 	select {
@@ -270,6 +317,15 @@ func (e *Engine) Warm(ctx context.Context) error {
 	case <-e.Lost():
 		return wait("ready")
 	}
+}
+
+// lostDetail is the detailed error of the replica's loss (lose), once it
+// is lost; without one (it was closed), the loss's error.
+func (e *Engine) lostDetail() error {
+	if e.detail != nil {
+		return e.detail
+	}
+	return e.Loss.Err()
 }
 
 // checkHello checks the program's hello against the stage, and keeps it.

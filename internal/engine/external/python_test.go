@@ -169,7 +169,7 @@ func TestPythonFailures(t *testing.T) {
 
 	crash, _ := start(t, "", python(t, "behave.py", "crash"))
 	_, err = run(context.Background(), crash, "", audio(16000, 1), audio(16000, 2), audio(16000, 3))
-	lostWith(t, crash, err, "exit status 3", "about to crash", "gain/0")
+	lostWith(t, crash, err, "exit status 3", "about to crash")
 
 	refuse, _, err := build(t, "", python(t, "behave.py", "refuse"))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -45,6 +46,16 @@ func runTestStage(mode string) int {
 		hello.MaxBatch = 4
 	case "refuse":
 		// Says hello, then refuses to warm.
+	case "helper":
+		// A helper that holds standard output and outlives the program
+		// unless it is killed (sh's &, Python's multiprocessing).
+		helper := exec.Command("sleep", "60")
+		helper.Stdout = os.Stdout
+		if err := helper.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "test stage:", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "helper pid %d\n", helper.Process.Pid)
 	case "garbage":
 		go func() {
 			time.Sleep(50 * time.Millisecond)
@@ -152,6 +163,12 @@ func (s *testStage) Process(ctx context.Context, job *engine.Job) error {
 		}
 		if s.mode == "noisy" {
 			fmt.Fprintln(os.Stderr, strings.Repeat("n", 10))
+		}
+		if s.mode == "stderrflood" {
+			// 4 MB of standard error a chunk, then the chunk's number.
+			line := strings.Repeat("f", 99) + "\n"
+			_, _ = os.Stderr.WriteString(strings.Repeat(line, 40_000))
+			fmt.Fprintf(os.Stderr, "chunk %d flooded\n", n)
 		}
 	}
 }
