@@ -468,17 +468,10 @@ func (rq *request) runEngine(b *binding) {
 		close(sink.down)
 	}
 	if err != nil {
-		lost := errors.Is(err, engine.ErrReplicaLost)
-		if lost {
+		if errors.Is(err, engine.ErrReplicaLost) {
 			b.stage.sup.MarkLost(b.replica, err)
 		}
-		switch {
-		case rq.ctx.Err() != nil:
-		case lost:
-			// Another caller may have marked it lost first and not yet
-			// told this request.
-			rq.ReplicaLost(b.replica, err)
-		default:
+		if rq.ctx.Err() == nil {
 			rq.cancel(&StageError{Stage: b.job.StageID, Name: b.stage.name, Replica: b.replica.ID, Err: err})
 		}
 		return
