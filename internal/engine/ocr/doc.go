@@ -12,7 +12,9 @@
 //   - ppocr-rec (regions → regions): reads each crop's text, dropping the
 //     lines it is unsure of, and sends the lines as it reads them, in
 //     reading order: the first on its own, then the rest in growing
-//     groups, so that what follows (a talker) starts early.
+//     groups, so that what follows (a talker) starts early. Unlike
+//     PaddleOCR it reads, by default, the spaces between words that the
+//     model scored but did not write (its option space_score).
 //
 // Each replica opens its model in Warm (a missing library or model file
 // is an error that names it and scripts/install-deps.sh). cls and rec

@@ -14,28 +14,37 @@ import (
 	"github.com/omnistage/omnistage/internal/onnx"
 )
 
-// recOptions are ppocr-rec's deploy options.
+// recOptions are ppocr-rec's deploy options: the model's, its character
+// list, and the recognizer's settings (ppocr.RecOptions) under
+// PaddleOCR's names where it has them. drop_score (PaddleOCR's 0.5) is
+// the least mean confidence of a line for it to be kept. space_score
+// (ppocr.GapSpaceScore, 0.02, by default; 0 turns it off, as in
+// PaddleOCR) reads a space between two letters, digits or signs that are
+// not CJK where the model left only blanks but scored the space class at
+// least this much: the model drops many narrow spaces between English
+// words (see ppocr.RecOptions.SpaceScore). Such a space's confidence is
+// that score, and the line's mean confidence leaves it out.
 type recOptions struct {
 	modelOptions
 	// Keys is the model's character list (ppocr_keys_v1.txt beside it).
-	Keys      string  `json:"keys"`
-	DropScore float32 `json:"drop_score"`
+	Keys       string  `json:"keys"`
+	DropScore  float32 `json:"drop_score"`
+	SpaceScore float32 `json:"space_score"`
 }
 
-func decodeRec(o engine.Options) (recOptions, error) {
-	v := recOptions{DropScore: ppocr.DefaultRecOptions().DropScore}
+func decodeRec(o engine.Options) (recOptions, ppocr.RecOptions, error) {
+	v := recOptions{DropScore: ppocr.DefaultRecOptions().DropScore, SpaceScore: ppocr.GapSpaceScore}
 	if err := o.Decode(&v); err != nil {
-		return v, err
+		return v, ppocr.RecOptions{}, err
 	}
-	if !(v.DropScore >= 0 && v.DropScore <= 1) {
-		return v, fmt.Errorf("drop_score %v: want 0 to 1", v.DropScore)
-	}
-	return v, nil
+	rec := ppocr.RecOptions{DropScore: v.DropScore, SpaceScore: v.SpaceScore}
+	return v, rec, rec.Check()
 }
 
 // Rec is a replica of ppocr-rec.
 type Rec struct {
 	opts  recOptions
+	rec   ppocr.RecOptions
 	dict  *ppocr.Dict
 	model *onnx.Session
 }
@@ -46,11 +55,11 @@ var (
 )
 
 func newRec(spec engine.Spec) (engine.Engine, error) {
-	v, err := decodeRec(spec.Options)
+	v, rec, err := decodeRec(spec.Options)
 	if err != nil {
 		return nil, err
 	}
-	return &Rec{opts: v}, nil
+	return &Rec{opts: v, rec: rec}, nil
 }
 
 // Warm implements engine.Engine: it reads the character list and opens
@@ -122,7 +131,7 @@ func (r *Rec) read(ctx context.Context, rs *engine.Regions, out engine.Sink) err
 				return it.Err
 			}
 			line := it.Output.(ppocr.Line)
-			if line.Score < r.opts.DropScore {
+			if line.Score < r.rec.DropScore {
 				continue
 			}
 			reg := group[i]
@@ -212,7 +221,7 @@ func (r *Rec) runWidth(ctx context.Context, items []*engine.BatchItem, w int) er
 	steps := int(out.Shape[1])
 	per := steps * r.dict.Classes()
 	for i, it := range items {
-		line, err := r.dict.Decode(probs[i*per:(i+1)*per], steps)
+		line, err := r.rec.Decode(r.dict, probs[i*per:(i+1)*per], steps)
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,35 @@ import (
 	"testing"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engine/ppocr"
 )
+
+// TestRecOptions: ppocr-rec reads the spaces the model scored but did not
+// write unless space_score is 0, and refuses settings out of range.
+func TestRecOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		options engine.Options
+		want    ppocr.RecOptions
+		wantErr bool
+	}{
+		{"defaults", nil, ppocr.RecOptions{DropScore: 0.5, SpaceScore: ppocr.GapSpaceScore}, false},
+		{"spaces off", engine.Options{"space_score": 0}, ppocr.RecOptions{DropScore: 0.5}, false},
+		{"both set", engine.Options{"drop_score": 0.3, "space_score": 0.1}, ppocr.RecOptions{DropScore: 0.3, SpaceScore: 0.1}, false},
+		{"drop_score over 1", engine.Options{"drop_score": 1.5}, ppocr.RecOptions{}, true},
+		{"negative space_score", engine.Options{"space_score": -0.01}, ppocr.RecOptions{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, got, err := decodeRec(tc.options)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v; want one: %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && got != tc.want {
+				t.Errorf("%+v; want %+v", got, tc.want)
+			}
+		})
+	}
+}
 
 // TestRecRuns: a batch's crops run by input width, in the order the
 // widths first come, each width's crops in their order, two at a time up

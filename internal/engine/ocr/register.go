@@ -53,7 +53,7 @@ func Register(r *engine.Registry) {
 			if err := kinds(spec, engine.KindRegions, engine.KindRegions); err != nil {
 				return err
 			}
-			_, err := decodeRec(spec.Options)
+			_, _, err := decodeRec(spec.Options)
 			return optionsErr(EngineRec, err)
 		},
 		New: func(spec engine.Spec) (engine.Engine, error) {

@@ -26,6 +26,7 @@ const (
 	readOCR     = "ocr (det → cls → rec)"
 	readFast    = "ocr-fast (det → rec)"
 	readUnclip3 = "ocr, det's unclip_ratio 3.0"
+	readNoGap   = "ocr, rec's space_score 0"
 	readTess    = "Tesseract 5 (psm 3)"
 	readTessOSD = "Tesseract 5 (psm 1: OSD)"
 )
@@ -34,8 +35,9 @@ const (
 // Chinese; its seed is not the one the built-ins' settings were chosen on)
 // through the built-in ocr and ocr-fast pipelines as the server runs them
 // (the orchestrator, the shipped engines, one intra-op thread a stage),
-// through ocr with its detector growing boxes more (unclip_ratio 3.0),
-// and with Tesseract 5 on one thread (eng, chi_sim for Chinese; on the
+// through ocr with its detector growing boxes more (unclip_ratio 3.0)
+// and with its recognizer reading only the spaces its model wrote
+// (space_score 0, PaddleOCR's decoding), and with Tesseract 5 on one thread (eng, chi_sim for Chinese; on the
 // turned images also with its orientation detection), interleaved image
 // by image in one run, and prints a Markdown table of each reader's
 // character error rate and time per image by subset: processor time (user
@@ -47,7 +49,7 @@ const (
 //	go test -count=1 -run TestReport -v ./internal/engine/ocr/
 func TestReport(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the OCR report reads 40 images five ways: a minute or more")
+		t.Skip("the OCR report reads 40 images six ways: a minute or more")
 	}
 	if raceEnabled {
 		t.Skip("the race detector slows the Go code: the report's times would mean nothing")
@@ -65,6 +67,11 @@ func TestReport(t *testing.T) {
 	// more of the spaces in small text.
 	unclip3, _ := startOCR(t, "ocr", "    - {id: 0, replicas: 1, max_inflight: 64, options: {unclip_ratio: 3.0}}\n"+
 		"    - {id: 1, replicas: 1, max_inflight: 64, options: {windows: 4, page_vote: true}}\n    - {id: 2, replicas: 1, max_inflight: 64}\n")
+	// The built-in ocr but for the spaces the recognizer's model scored
+	// and did not write, left out.
+	noGap, _ := startOCR(t, "ocr", "    - {id: 0, replicas: 1, max_inflight: 64, options: {unclip_ratio: 2.5}}\n"+
+		"    - {id: 1, replicas: 1, max_inflight: 64, options: {windows: 4, page_vote: true}}\n"+
+		"    - {id: 2, replicas: 1, max_inflight: 64, options: {space_score: 0}}\n")
 	set, err := ocrtest.Set(ocrtest.SetOptions{Seed: 2027, English: 16, Rotated: 12, Chinese: 12})
 	if err != nil {
 		t.Skip(err)
@@ -73,6 +80,7 @@ func TestReport(t *testing.T) {
 		{name: readOCR, read: pipelineReader(full)},
 		{name: readFast, read: pipelineReader(fast)},
 		{name: readUnclip3, read: pipelineReader(unclip3)},
+		{name: readNoGap, read: pipelineReader(noGap)},
 		{name: readTess, read: tesseractReader(3)},
 		{name: readTessOSD, subsets: []string{ocrtest.Rotated}, read: tesseractReader(1)},
 	}

@@ -128,7 +128,7 @@ func BenchmarkCTCDecode(b *testing.B) {
 	probs := ctcMatrix(6625, best, score)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := d.Decode(probs, 120); err != nil {
+		if _, err := (RecOptions{SpaceScore: GapSpaceScore}).Decode(d, probs, 120); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/omnistage/omnistage/internal/engine"
@@ -64,16 +65,20 @@ type Line struct {
 	Text string
 	// Confidence is the score of each of Text's code points.
 	Confidence []float32
-	// Score is the mean of the scores of its characters, spaces at its
-	// ends included (as PaddleOCR scores a line), 0 when it has none.
+	// Score is the mean of the scores of the characters the model wrote,
+	// spaces at its ends included (as PaddleOCR scores a line) and spaces
+	// read in gaps (RecOptions.SpaceScore) left out, 0 when it has none.
 	Score float32
 }
 
 // Decode decodes one crop's output, steps × Classes() scores: at each
 // step the best class; a class repeated at consecutive steps counts once,
 // blanks are dropped, and each character kept brings its step's score.
-// Spaces at the line's ends are then trimmed off Text and Confidence.
-func (d *Dict) Decode(probs []float32, steps int) (Line, error) {
+// With o.SpaceScore above 0, a space the model scored but did not write
+// is read too (see RecOptions.SpaceScore), and brings its best score in
+// the gap. Spaces at the line's ends are then trimmed off Text and
+// Confidence.
+func (o RecOptions) Decode(d *Dict, probs []float32, steps int) (Line, error) {
 	nc := len(d.chars)
 	if steps < 0 || len(probs) != steps*nc {
 		return Line{}, fmt.Errorf("ctc: %d scores for %d steps of %d classes", len(probs), steps, nc)
@@ -82,7 +87,11 @@ func (d *Dict) Decode(probs []float32, steps int) (Line, error) {
 	var line Line
 	var sum float64
 	n := 0
-	prev := -1
+	// prev is the best class at the step before; last the character
+	// written last (-1 before the first); gap the best score of the space
+	// class over the blank steps since the last step that was not blank.
+	prev, last := -1, -1
+	var gap float32
 	for t := range steps {
 		row := probs[t*nc : (t+1)*nc]
 		best := 0
@@ -91,15 +100,26 @@ func (d *Dict) Decode(probs []float32, steps int) (Line, error) {
 				best = c
 			}
 		}
-		if best != 0 && best != prev {
+		if best == 0 {
+			gap = max(gap, row[nc-1])
+			prev = best
+			continue
+		}
+		if best != prev {
 			ch := d.chars[best]
+			if o.SpaceScore > 0 && gap >= o.SpaceScore && last >= 0 && spaceBetween(d.chars[last], ch) {
+				text.WriteByte(' ')
+				line.Confidence = append(line.Confidence, gap)
+			}
 			text.WriteString(ch)
 			for range utf8.RuneCountInString(ch) {
 				line.Confidence = append(line.Confidence, row[best])
 			}
 			sum += float64(row[best])
 			n++
+			last = best
 		}
+		gap = 0
 		prev = best
 	}
 	line.Text = text.String()
@@ -110,6 +130,26 @@ func (d *Dict) Decode(probs []float32, steps int) (Line, error) {
 		line.Score = float32(sum / float64(n))
 	}
 	return line, nil
+}
+
+// spaceBetween reports whether a space may be read between the
+// characters a and b: neither is a space, and neither is written without
+// spaces around it (Chinese, Japanese, Korean, their punctuation and
+// full-width forms).
+func spaceBetween(a, b string) bool {
+	if a == " " || b == " " {
+		return false
+	}
+	ra, _ := utf8.DecodeLastRuneInString(a)
+	rb, _ := utf8.DecodeRuneInString(b)
+	return !cjk(ra) && !cjk(rb)
+}
+
+// cjk reports whether r is written without spaces around it.
+func cjk(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul) ||
+		(r >= 0x3000 && r <= 0x303f) || // CJK symbols and punctuation: 。、「」
+		(r >= 0xff00 && r <= 0xffef) // full-width forms: ，：（）
 }
 
 // ApplyRec applies the recognizer's output for regions (probs, N × steps
@@ -124,7 +164,7 @@ func (o RecOptions) ApplyRec(d *Dict, regions []engine.Region, probs []float32, 
 	}
 	kept := regions[:0]
 	for i := range regions {
-		line, err := d.Decode(probs[i*per:(i+1)*per], steps)
+		line, err := o.Decode(d, probs[i*per:(i+1)*per], steps)
 		if err != nil {
 			return nil, fmt.Errorf("rec: region %d: %w", regions[i].Index, err)
 		}

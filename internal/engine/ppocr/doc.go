@@ -22,7 +22,11 @@
 //     the widest's aspect ratio (at least 320/48); the model's per-step
 //     class scores are decoded greedily (CTC: repeats merged, blanks
 //     dropped) over the model's character list (Dict), and lines whose
-//     mean confidence is under RecOptions.DropScore are dropped.
+//     mean confidence is under RecOptions.DropScore are dropped. One
+//     option goes beyond PaddleOCR, off by default: a space the model
+//     scored in a gap between two non-CJK characters but did not write
+//     is read (RecOptions.SpaceScore; the model, trained on Chinese,
+//     drops many narrow spaces between English words).
 //
 // Behaviour and defaults are PaddleOCR's (tools/infer/predict_det.py,
 // predict_cls.py, predict_rec.py, predict_system.py and

@@ -282,7 +282,7 @@ func TestDecode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			line, err := d.Decode(ctcMatrix(d.Classes(), tt.best, tt.score), len(tt.best))
+			line, err := (RecOptions{}).Decode(d, ctcMatrix(d.Classes(), tt.best, tt.score), len(tt.best))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -303,8 +303,88 @@ func TestDecode(t *testing.T) {
 			}
 		})
 	}
-	if _, err := d.Decode(make([]float32, 9), 2); err == nil {
+	if _, err := (RecOptions{}).Decode(d, make([]float32, 9), 2); err == nil {
 		t.Error("9 scores for 2 steps of 5 classes: no error")
+	}
+}
+
+func TestDecodeSpaces(t *testing.T) {
+	d, err := ReadDict(strings.NewReader("a\nb\n好\n，\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const blank, a, b, hao, comma, space = 0, 1, 2, 3, 4, 5
+	on := RecOptions{SpaceScore: GapSpaceScore}
+	tests := []struct {
+		name string
+		opts RecOptions
+		best []int
+		// spaceAt is the space class's score at some steps (the best
+		// class's stays 0.9).
+		spaceAt map[int]float32
+		text    string
+		conf    []float32
+	}{
+		{"a scored gap between letters reads a space", on, []int{a, blank, blank, b}, map[int]float32{2: 0.3},
+			"a b", []float32{0.9, 0.3, 0.9}},
+		{"the gap's best score counts", on, []int{a, blank, blank, blank, b}, map[int]float32{1: 0.01, 2: 0.05, 3: 0.02},
+			"a b", []float32{0.9, 0.05, 0.9}},
+		{"a gap scored under SpaceScore reads none", on, []int{a, blank, blank, b}, map[int]float32{1: 0.015, 2: 0.01},
+			"ab", []float32{0.9, 0.9}},
+		{"no gap reads none", on, []int{a, b}, map[int]float32{0: 0.08, 1: 0.08},
+			"ab", []float32{0.9, 0.9}},
+		{"a repeated letter's gap", on, []int{a, blank, a, blank, a}, map[int]float32{1: 0.001, 3: 0.4},
+			"aa a", []float32{0.9, 0.9, 0.4, 0.9}},
+		{"never next to CJK", on, []int{a, blank, hao, blank, b, blank, comma, blank, b, blank, hao, blank, hao},
+			map[int]float32{1: 0.5, 3: 0.5, 5: 0.5, 7: 0.5, 9: 0.5, 11: 0.5},
+			"a好b，b好好", []float32{0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9}},
+		{"a written space is not doubled", on, []int{a, blank, space, blank, b}, map[int]float32{1: 0.4, 3: 0.4},
+			"a b", []float32{0.9, 0.9, 0.9}},
+		{"none at the ends", on, []int{blank, a, blank, b, blank}, map[int]float32{0: 0.5, 2: 0.5, 4: 0.5},
+			"a b", []float32{0.9, 0.5, 0.9}},
+		{"off", RecOptions{}, []int{a, blank, blank, b}, map[int]float32{2: 0.3},
+			"ab", []float32{0.9, 0.9}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			score := make([]float32, len(tt.best))
+			for i := range score {
+				score[i] = 0.9
+			}
+			m := ctcMatrix(d.Classes(), tt.best, score)
+			for step, p := range tt.spaceAt {
+				m[step*d.Classes()+space] = p
+			}
+			line, err := tt.opts.Decode(d, m, len(tt.best))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if line.Text != tt.text || !slices.Equal(line.Confidence, tt.conf) {
+				t.Errorf("%q %v; want %q %v", line.Text, line.Confidence, tt.text, tt.conf)
+			}
+			// The line's score is the model's characters' alone.
+			if math.Abs(float64(line.Score-0.9)) > 1e-6 {
+				t.Errorf("score %v; want 0.9", line.Score)
+			}
+		})
+	}
+}
+
+func TestRecOptionsCheck(t *testing.T) {
+	for _, tt := range []struct {
+		opts RecOptions
+		ok   bool
+	}{
+		{DefaultRecOptions(), true},
+		{RecOptions{DropScore: 0.5, SpaceScore: GapSpaceScore}, true},
+		{RecOptions{DropScore: 1, SpaceScore: 1}, true},
+		{RecOptions{DropScore: 1.5}, false},
+		{RecOptions{SpaceScore: -0.1}, false},
+		{RecOptions{SpaceScore: float32(math.NaN())}, false},
+	} {
+		if err := tt.opts.Check(); (err == nil) != tt.ok {
+			t.Errorf("%+v: %v; want ok %v", tt.opts, err, tt.ok)
+		}
 	}
 }
 
