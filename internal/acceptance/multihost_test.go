@@ -210,9 +210,9 @@ func sumMetric(t *testing.T, s *server, name, match string) float64 {
 // TestMultiHost runs the built-in pipeline across five hosts (network
 // namespaces): a front end, a talker, and vocoders found by one DNS name
 // (/etc/hosts lines on the front end's host). Under steady load both
-// vocoder hosts take requests; cutting one host's link mid-stream fails
-// only the requests bound to it, within a second, naming the stage and
-// the replica, while new requests go to the other; restoring the link
+// vocoder hosts take requests; cutting one host's link mid-stream moves
+// the requests bound to it to the other host (request migration), none
+// failing, and new requests go to the other; restoring the link
 // brings the replica back; a third address added under load takes
 // requests without a restart.
 func TestMultiHost(t *testing.T) {
@@ -322,30 +322,21 @@ func TestMultiHost(t *testing.T) {
 	outcomes := wait()
 	stopped = true
 
-	// Only requests bound to the cut host failed, within a second of the
-	// cut, naming the stage and the replica's address.
+	// The requests bound to the cut host went on on the other one (the
+	// vocoder replays from its unit not yet delivered): none failed.
 	var failed int
 	for _, o := range outcomes {
 		if o.err == nil && o.status == http.StatusOK && o.body == "" {
 			continue
 		}
 		failed++
-		msg := fmt.Sprint(o.err, o.status, o.body)
-		if o.start.After(cut.Add(time.Second)) || o.end.Before(cut) {
-			t.Errorf("a request that started %v after the cut failed: %s", o.start.Sub(cut), msg)
-			continue
-		}
-		if d := o.end.Sub(cut); d > time.Second {
-			t.Errorf("a request bound to the cut host failed %v after the cut, want within 1s: %s", d, msg)
-		}
-		if !strings.Contains(msg, "vocoder") || !strings.Contains(msg, vocAddr[0]) {
-			t.Errorf("a request bound to the cut host failed without naming the stage and replica (%s): %s", vocAddr[0], msg)
-		}
+		t.Errorf("a request failed %v after the cut: %v %d %s", o.end.Sub(cut), o.err, o.status, o.body)
 	}
-	if failed == 0 {
-		t.Error("no request failed: none was bound to the cut host")
+	moved := sumMetric(t, front, "omnistage_migrations_total", `outcome="migrated"`)
+	if moved == 0 {
+		t.Error("no request moved: none was bound to the cut host")
 	}
-	t.Logf("%d requests, %d failed by the cut", len(outcomes), failed)
+	t.Logf("%d requests, %v moved to another host by the cut, %d failed", len(outcomes), moved, failed)
 	if t.Failed() {
 		t.Logf("talker:\n%s", talker.out)
 	}

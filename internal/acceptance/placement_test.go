@@ -76,9 +76,10 @@ func sameSpeech(t *testing.T, got, want speech) {
 	}
 }
 
-// TestLostMidStream kills a worker process, and then a stage server, with
-// SIGKILL while a request streams through it: within a second that
-// request fails with replica_lost naming the stage and the replica, a
+// TestLostMidStream kills a worker process of a stage that does not
+// migrate, and then the one stage server of a stage, with SIGKILL while a
+// request streams through it: within a second that request fails with
+// replica_lost naming the stage and the replica, a
 // request of another stage's replica is untouched, and the slot recovers
 // (a new worker; the stage server back on its port).
 func TestLostMidStream(t *testing.T) {
@@ -87,7 +88,9 @@ func TestLostMidStream(t *testing.T) {
 	}
 	long := strings.Repeat(committee+" ", 3)
 	t.Run("worker", func(t *testing.T) {
-		front := serve(t, "--config", writeFile(t, "process.yaml", ttsWith(t, "    - {id: 1, placement: process, replicas: 2}\n")))
+		// migrate: false, or the request would go on on the other replica
+		// (TestKillUnderLoad in placement/process tests that).
+		front := serve(t, "--config", writeFile(t, "process.yaml", ttsWith(t, "    - {id: 1, placement: process, replicas: 2, migrate: false}\n")))
 		other, stop := events(t, context.Background(), front.url, "other", long)
 		defer stop()
 		victim, stopVictim := events(t, context.Background(), front.url, "victim", long)
@@ -206,8 +209,8 @@ func waitLoss(t *testing.T, reqs map[string]<-chan apijson.Event) (lost string, 
 
 // TestAbortMidStream aborts a request while it streams through a worker
 // process and through a stage server: every server ends with no request
-// in flight and no binding held, the stage server within 50 ms of the
-// front end's abort returning.
+// in flight and no binding held, the stage server within 500 ms of the
+// front end's abort returning (far sooner than any of its timeouts).
 func TestAbortMidStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers with the real engines")
@@ -246,8 +249,11 @@ func TestAbortMidStream(t *testing.T) {
 				}
 				took := within(t, time.Second, "the vocoder's server to be idle", func() bool { return idle(t, url, key, 1) })
 				t.Logf("abort %d: the vocoder's server was idle %s after the front end's abort returned", i, took)
-				if took > 50*time.Millisecond {
-					t.Errorf("the vocoder's server held the hop %s after the abort, want within 50 ms", took)
+				// Released by the abort, not by a timeout (the hop's are
+				// seconds); 15-30 ms on a quiet machine, up to 210 ms seen
+				// under load from other tests.
+				if took > 500*time.Millisecond {
+					t.Errorf("the vocoder's server held the hop %s after the abort, want within 500 ms", took)
 				}
 			}
 		})
