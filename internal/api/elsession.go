@@ -17,7 +17,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/omnistage/omnistage/internal/httperr"
-	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/sessions"
 )
 
@@ -107,28 +106,13 @@ func (s *Server) elSession(w http.ResponseWriter, r *http.Request, single bool) 
 // elServe accepts the session's connection and runs it, within the
 // server's sessions as the speech stream's are.
 func (s *Server) elServe(w http.ResponseWriter, r *http.Request, es *elSession) {
-	if s.draining.Load() || !s.sessions.add(r) {
-		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "server is shutting down"))
-		return
-	}
-	defer s.sessions.Done()
-	limits := s.opts.SpeechStream.withDefaults()
-	evicted := make(chan struct{})
-	slot, ok := s.sessions.limit.Take(func() { close(evicted) })
+	a, ok := s.admitSession(w, r, nil, "elevenlabs")
 	if !ok {
-		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, string(orchestrator.CodeOverloaded),
-			"the server holds its most streaming sessions (%d), every one speaking; retry later", limits.MaxSessions))
 		return
 	}
-	defer slot.Release()
-	conn, err := websocket.Accept(&guardedWriter{ResponseWriter: w, limit: limits.MaxMessage}, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
-	if err != nil {
-		s.log.Debug("elevenlabs: upgrade failed", "err", err)
-		return
-	}
-	conn.SetReadLimit(limits.MaxMessage)
-	es.conn, es.limits, es.slot, es.evicted = conn, limits, slot, evicted
-	es.out = &wsOut{conn: conn, timeout: s.opts.ChunkWriteTimeout}
+	defer a.done()
+	es.conn, es.limits, es.slot, es.evicted = a.conn, a.limits, a.slot, a.evicted
+	es.out = &wsOut{conn: a.conn, timeout: s.opts.ChunkWriteTimeout}
 	es.contexts = map[string]*elContext{}
 	es.msgs, es.readErr, es.ended = make(chan wsMessage, 16), make(chan error, 1), make(chan *elContext, elMaxContexts)
 	es.ctx, es.stop = context.WithCancel(context.Background())

@@ -129,36 +129,66 @@ func (s *Server) speechSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, httperr.BadRequest("word_timestamps_form %q: use %s or %s", quote.Short(form), formEvents, formChunks))
 		return
 	}
+	a, ok := s.admitSession(w, r, []string{WSProtocol}, "speech stream")
+	if !ok {
+		return
+	}
+	defer a.done()
+	ss := newSession(s, a.conn, a.limits)
+	ss.slot, ss.evicted, ss.form = a.slot, a.evicted, form
+	ss.run()
+}
+
+// admission is a streaming WebSocket session's place on the server: its
+// connection, its limits and its slot among the sessions, which evicted
+// closes to end it; done gives them back when the session ends.
+type admission struct {
+	conn    *websocket.Conn
+	limits  SpeechStreamLimits
+	slot    *sessions.Slot
+	evicted chan struct{}
+	done    func()
+}
+
+// admitSession admits a streaming WebSocket session (the speech stream's,
+// ElevenLabs'), named what in the log, among the server's sessions and
+// within their limit, and accepts its connection, selecting one of
+// protocols. When it cannot, it has answered the request and ok is false.
+func (s *Server) admitSession(w http.ResponseWriter, r *http.Request, protocols []string, what string) (a admission, ok bool) {
 	if s.draining.Load() || !s.sessions.add(r) {
 		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, httperr.CodeNotReady, "server is shutting down"))
-		return
+		return a, false
 	}
-	defer s.sessions.Done()
-	limits := s.opts.SpeechStream.withDefaults()
-	evicted := make(chan struct{})
-	slot, ok := s.sessions.limit.Take(func() { close(evicted) })
+	a.limits = s.opts.SpeechStream.withDefaults()
+	a.evicted = make(chan struct{})
+	slot, ok := s.sessions.limit.Take(func() { close(a.evicted) })
 	if !ok {
+		s.sessions.Done()
 		s.fail(w, r, httperr.Errorf(http.StatusServiceUnavailable, string(orchestrator.CodeOverloaded),
-			"the server holds its most speech stream sessions (%d), every one with an utterance in progress; retry later", limits.MaxSessions))
-		return
+			"the server holds its most streaming sessions (%d), every one with an utterance in progress; retry later", a.limits.MaxSessions))
+		return a, false
 	}
-	defer slot.Release()
+	a.slot = slot
+	a.done = func() {
+		slot.Release()
+		s.sessions.Done()
+	}
 	// A frame header that announces a message past the bound ends the
 	// session at once (wsframe.go), not once its payload has come.
-	conn, err := websocket.Accept(&guardedWriter{ResponseWriter: w, limit: limits.MaxMessage}, r, &websocket.AcceptOptions{
-		Subprotocols: []string{WSProtocol},
+	conn, err := websocket.Accept(&guardedWriter{ResponseWriter: w, limit: a.limits.MaxMessage}, r, &websocket.AcceptOptions{
+		Subprotocols: protocols,
 		// checkSite has checked the Origin, with the server's own rules
 		// (its own origin, or --cors-origins).
 		InsecureSkipVerify: true,
 	})
 	if err != nil {
-		s.log.Debug("speech stream: upgrade failed", "err", err)
-		return
+		a.done()
+		s.log.Debug(what+": upgrade failed", "err", err)
+		return a, false
 	}
-	conn.SetReadLimit(limits.MaxMessage)
-	ss := newSession(s, conn, limits)
-	ss.slot, ss.evicted, ss.form = slot, evicted, form
-	ss.run()
+	conn.SetReadLimit(a.limits.MaxMessage)
+	a.conn = conn
+	return a, true
 }
 
 // refuse answers a request that rt's checks refuse with err. A browser's

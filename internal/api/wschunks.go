@@ -194,20 +194,7 @@ func (cs *chunkSentences) finish(s *chunkSentence) error {
 
 // done sends s's audio.done.
 func (cs *chunkSentences) done(s *chunkSentence, failed bool) error {
-	u := cs.u
-	err := cs.ss.out.note(u, func(st *sentAudio) {
-		switch {
-		case failed:
-		case s.span != nil:
-			st.heardEnd = max(st.heardEnd, s.span.End)
-		case u.cfg.split == splitNone:
-			st.heardEnd = u.text.cpLen()
-		}
-	})
-	if err != nil {
-		return err
-	}
-	return cs.ss.out.event(u, wsAudioDone{Type: evAudioDone, UtteranceIndex: u.index, SentenceIndex: s.index, TotalBytes: s.bytes, Error: failed})
+	return sentenceDone(cs.ss, cs.u, s.index, s.span, s.bytes, failed)
 }
 
 // cutShort ends the sentence going out with audio.done (error true); the

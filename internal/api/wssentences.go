@@ -194,12 +194,18 @@ func (sp *sentences) close() error {
 
 // done sends s's audio.done, the text of its span heard.
 func (sp *sentences) done(s *sentence, failed bool) error {
-	u := sp.u
-	err := sp.ss.out.note(u, func(st *sentAudio) {
+	return sentenceDone(sp.ss, sp.u, s.index, s.span, s.bytes, failed)
+}
+
+// sentenceDone sends the audio.done of u's sentence index, of span, which
+// sent bytes of audio, and notes the text it covered heard unless it
+// failed (with no span, the whole text when u is not split).
+func sentenceDone(ss *wsSession, u *utterance, index int, span *engine.Span, bytes int64, failed bool) error {
+	err := ss.out.note(u, func(st *sentAudio) {
 		switch {
 		case failed:
-		case s.span != nil:
-			st.heardEnd = max(st.heardEnd, s.span.End)
+		case span != nil:
+			st.heardEnd = max(st.heardEnd, span.End)
 		case u.cfg.split == splitNone:
 			st.heardEnd = u.text.cpLen()
 		}
@@ -207,7 +213,7 @@ func (sp *sentences) done(s *sentence, failed bool) error {
 	if err != nil {
 		return err
 	}
-	return sp.ss.out.event(u, wsAudioDone{Type: evAudioDone, UtteranceIndex: u.index, SentenceIndex: s.index, TotalBytes: s.bytes, Error: failed})
+	return ss.out.event(u, wsAudioDone{Type: evAudioDone, UtteranceIndex: u.index, SentenceIndex: index, TotalBytes: bytes, Error: failed})
 }
 
 // release sends the held sentence's audio.done, if any.
