@@ -51,7 +51,7 @@ func runTestStage(mode string) int {
 		hello.Input = "text"
 	}
 	fmt.Fprintln(os.Stderr, "test stage", mode, "starting")
-	err := stageprog.Serve(context.Background(), stageprog.Stdin(), os.Stdout, hello, &testStage{mode: mode, input: engine.Kind(hello.Input)})
+	err := stageprog.Serve(context.Background(), stageprog.Stdin(), stageprog.Stdout(), hello, &testStage{mode: mode, input: engine.Kind(hello.Input)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test stage:", err)
 		return 1

@@ -30,9 +30,10 @@ type Reader struct {
 	r *bufio.Reader
 }
 
-// NewReader returns a Reader of r.
+// NewReader returns a Reader of r. A non-blocking file (a pipe of the
+// runtime's poller) is read with raw system calls (pipe_linux.go).
 func NewReader(r io.Reader) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, 64<<10)}
+	return &Reader{r: bufio.NewReaderSize(pipeReader(r), 64<<10)}
 }
 
 // Read reads the next message into h (which it resets first) and returns
@@ -111,9 +112,10 @@ type Writer struct {
 	err error // the first write error; every later write returns it
 }
 
-// NewWriter returns a Writer to w.
+// NewWriter returns a Writer to w. A non-blocking file (a pipe of the
+// runtime's poller) is written with raw system calls (pipe_linux.go).
 func NewWriter(w io.Writer) *Writer {
-	return &Writer{w: bufio.NewWriterSize(w, 64<<10)}
+	return &Writer{w: bufio.NewWriterSize(pipeWriter(w), 64<<10)}
 }
 
 // Write writes the message whose header JSON encodes v, followed by data;

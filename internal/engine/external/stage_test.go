@@ -27,7 +27,6 @@ func runTestStage(mode string) int {
 	hello := stageproto.Hello{Name: "test-" + mode, Input: "audio", Output: "audio", MaxJobs: 2,
 		Params: map[string]stageproto.ParamInfo{"gain": {Type: "number"}},
 		Voices: []engine.Voice{{ID: "v1", Name: "Voice One", Language: "en-US"}}}
-	w := io.Writer(os.Stdout)
 	switch mode {
 	case "silent":
 		time.Sleep(time.Hour)
@@ -66,7 +65,7 @@ func runTestStage(mode string) int {
 		hello.Input, hello.Output = k, k
 	}
 	fmt.Fprintln(os.Stderr, "test stage", mode, "starting")
-	err := stageprog.Serve(context.Background(), stageprog.Stdin(), w, hello, &testStage{mode: mode})
+	err := stageprog.Serve(context.Background(), stageprog.Stdin(), stageprog.Stdout(), hello, &testStage{mode: mode})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test stage:", err)
 		return 1

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/omnistage/omnistage/internal/engine"
@@ -81,6 +82,9 @@ func (s *server) loop(ctx context.Context, r *stageproto.Reader) error {
 		if err != nil || stop {
 			return err
 		}
+		// The job the message woke runs on this thread first: see the
+		// runtime's side (engine/external's Engine.read).
+		runtime.Gosched()
 	}
 }
 
