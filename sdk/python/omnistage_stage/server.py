@@ -251,8 +251,6 @@ class Server:
             else:
                 me.name = "omnistage-job-%d" % j.id
                 self.run_job(j)
-            with self.lock:
-                self.idle += 1
 
     def run_job(self, j):
         """Runs j and sends how it ended."""
@@ -267,7 +265,7 @@ class Server:
                 raise TypeError("process returned a generator: send the output with job.send")
         except BaseException as e:  # a job's failure is the job's alone
             err = e
-        self.end(j, err)
+        self.end(j, err, last=True)
 
     def run_batch(self, jobs):
         """Runs a batch's jobs in one process_batch call, those its params
@@ -298,14 +296,19 @@ class Server:
                 if r is not None and not isinstance(r, BaseException):
                     r = TypeError("process_batch returned %s for job %d: want None or an exception" % (_short(r), j.id))
                 errs[j.id] = r
-        for j in jobs:
-            self.end(j, errs.get(j.id))
+        for i, j in enumerate(jobs):
+            self.end(j, errs.get(j.id), last=i == len(jobs) - 1)
 
-    def end(self, j, err):
-        """Ends j, which ran to err (None: done), and sends how."""
+    def end(self, j, err, last=False):
+        """Ends j, which ran to err (None: done), and sends how. With last,
+        j was its worker's last job of the work it took: the worker is idle
+        before the runtime hears of the end, so that the runtime's next job
+        finds it so."""
         end = j._end(err, log)
         with self.lock:
             del self.jobs[j.id]
+            if last:
+                self.idle += 1
         try:
             self.w.write(end)
         except OSError:
