@@ -692,7 +692,7 @@
       const ctx = audio();
       const resp = await fetch('/v1/audio/speech', {
         method: 'POST',
-        headers: headers({ 'Content-Type': 'application/json', 'X-Word-Timestamps': String(timestamps) }),
+        headers: headers({ 'Content-Type': 'application/json', 'X-Word-Timestamps': String(timestamps), 'X-Stage-Timings': 'true' }),
         body: JSON.stringify(body),
         signal: req.controller.signal,
         cache: 'no-store',
