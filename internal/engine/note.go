@@ -17,7 +17,23 @@ type noterKey struct{}
 
 // WithNoter returns ctx carrying n.
 func WithNoter(ctx context.Context, n Noter) context.Context {
-	return context.WithValue(ctx, noterKey{}, n)
+	return &NoterContext{Context: ctx, Noter: n}
+}
+
+// NoterContext is a Context carrying a Noter, for a caller that keeps one
+// where it keeps its other state, with nothing allocated (WithNoter makes
+// one).
+type NoterContext struct {
+	context.Context
+	Noter Noter
+}
+
+// Value implements context.Context.
+func (c *NoterContext) Value(key any) any {
+	if key == (noterKey{}) {
+		return c.Noter
+	}
+	return c.Context.Value(key)
 }
 
 // Note tells the request's caller something it should know about its

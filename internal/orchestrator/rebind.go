@@ -100,7 +100,13 @@ func (rq *request) rebind(b *binding, err error) bool {
 // stage's noter, b's replica's batch runner when its stage batches, and
 // b's stage span when tracing.
 func (rq *request) processCtx(b *binding) context.Context {
-	ctx := engine.WithNoter(rq.ctx, stageNoter{rq: rq, stage: b.job.StageID})
+	// Made on the binding's first call, before its task starts (prepare
+	// at binding) or in its task: never at once with another.
+	if b.noted.Context == nil {
+		b.noter = stageNoter{rq: rq, stage: b.job.StageID}
+		b.noted = engine.NoterContext{Context: rq.ctx, Noter: &b.noter}
+	}
+	var ctx context.Context = &b.noted
 	if b.replica.Batches != nil {
 		ctx = engine.WithBatches(ctx, b.replica.Batches)
 	}

@@ -90,6 +90,10 @@ type binding struct {
 	first                 atomic.Int64
 
 	span trace.Span // the stage's span; nil when tracing is off
+
+	// noted is rq.ctx holding noter, set once by processCtx.
+	noted engine.NoterContext
+	noter stageNoter
 }
 
 // submission is a Request or a StageCall, checked against the route.
