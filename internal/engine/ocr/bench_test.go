@@ -20,6 +20,7 @@ import (
 	"github.com/omnistage/omnistage/internal/ocrtest"
 	"github.com/omnistage/omnistage/internal/onnx"
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 // BenchmarkRecBatch measures the built-in ocr pipeline's recognizer
@@ -79,7 +80,7 @@ func BenchmarkRecBatch(b *testing.B) {
 func benchRecPaired(b *testing.B, pipes [2]recPipe, pages []*engine.Regions, c int) {
 	n := max(len(pages), 2*c)
 	var wall, cpu, waited [2]time.Duration
-	batches0, items0 := batchStats(b, pipes[1].metrics)
+	batches0, items0 := testkit.BatchStats(b, pipes[1].metrics)
 	b.ReportAllocs()
 	turn := 0
 	for b.Loop() {
@@ -103,7 +104,7 @@ func benchRecPaired(b *testing.B, pipes [2]recPipe, pages []*engine.Regions, c i
 	if c == 1 {
 		b.ReportMetric(float64(waited[1]-waited[0])/reqs/1e6, "latency-added-ms")
 	}
-	if batches, items := batchStats(b, pipes[1].metrics); batches > batches0 {
+	if batches, items := testkit.BatchStats(b, pipes[1].metrics); batches > batches0 {
 		b.ReportMetric((items-items0)/float64(batches-batches0), "items/batch")
 	}
 }

@@ -135,23 +135,3 @@ func recInputs(tb testing.TB, o *orchestrator.Orchestrator, set []ocrtest.Sample
 	}
 	return out
 }
-
-// batchStats returns how many batches the stages of the pipeline whose
-// metrics these are ran, and how many items they held.
-func batchStats(tb testing.TB, metrics *prometheus.Registry) (batches uint64, items float64) {
-	tb.Helper()
-	families, err := metrics.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "omnistage_batch_size" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			batches += m.GetHistogram().GetSampleCount()
-			items += m.GetHistogram().GetSampleSum()
-		}
-	}
-	return batches, items
-}

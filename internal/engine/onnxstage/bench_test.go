@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 // BenchmarkStage runs requests of one input chunk through the stage in
@@ -66,7 +67,7 @@ func benchRequests(b *testing.B, f feed, text, keys string, opts map[string]any,
 			b.Fatal(err)
 		}
 	}
-	batches0, items0 := batchStats(b, metrics)
+	batches0, items0 := testkit.BatchStats(b, metrics)
 	cpu0 := cpuTime(b)
 	var next, waited atomic.Int64
 	b.ReportAllocs()
@@ -88,7 +89,7 @@ func benchRequests(b *testing.B, f feed, text, keys string, opts map[string]any,
 	b.StopTimer()
 	b.ReportMetric(float64(waited.Load())/float64(b.N)/1e6, "latency-ms")
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N)/1e6, "cpu-ms")
-	if batches, items := batchStats(b, metrics); batches > batches0 {
+	if batches, items := testkit.BatchStats(b, metrics); batches > batches0 {
 		b.ReportMetric((items-items0)/float64(batches-batches0), "items/batch")
 	}
 }

@@ -183,26 +183,6 @@ func run(ctx context.Context, o *orchestrator.Orchestrator, text string) ([]engi
 	return got, nil
 }
 
-// batchStats returns how many batches the onnx stage ran and how many
-// items they held.
-func batchStats(t testing.TB, metrics *prometheus.Registry) (batches uint64, items float64) {
-	t.Helper()
-	families, err := metrics.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "omnistage_batch_size" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			batches += m.GetHistogram().GetSampleCount()
-			items += m.GetHistogram().GetSampleSum()
-		}
-	}
-	return batches, items
-}
-
 // near reports where two tensors differ by more than tol, or "".
 func near(got, want engine.Tensor, tol float64) string {
 	if got.Name != want.Name || got.Type != want.Type || fmt.Sprint(got.Shape) != fmt.Sprint(want.Shape) {

@@ -15,6 +15,7 @@ import (
 	"github.com/omnistage/omnistage/internal/onnx"
 	"github.com/omnistage/omnistage/internal/onnx/onnxtest"
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/testkit"
 )
 
 // batched are the deploy keys of a stage that batches in these tests:
@@ -118,7 +119,7 @@ func TestOutputsMatchSession(t *testing.T) {
 			for _, text := range texts {
 				checkOutputs(t, text, got[maxBatch][text], want[text], 1e-5)
 			}
-			batches, items := batchStats(t, metrics)
+			batches, items := testkit.BatchStats(t, metrics)
 			switch {
 			case maxBatch == 1 && batches != 0:
 				t.Errorf("max_batch 1 ran %d batches", batches)
@@ -275,7 +276,7 @@ func TestMapping(t *testing.T) {
 			t.Errorf("%s: %v; want a bad request saying %q", text, err, want)
 		}
 	}
-	if batches, items := batchStats(t, metrics); items <= float64(batches) {
+	if batches, items := testkit.BatchStats(t, metrics); items <= float64(batches) {
 		t.Errorf("%v items in %d batches: no batch was shared", items, batches)
 	}
 }
