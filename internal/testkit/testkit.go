@@ -1,7 +1,8 @@
 // Package testkit holds what the tests of several packages share: polling
 // for a condition, a buffer that concurrent writers (a process's output, a
-// logger) may share, and the built-in pipeline with a test's own deploy
-// section. Only tests import it.
+// logger) may share, the built-in pipeline with a test's own deploy
+// section, and the batches a pipeline's metrics counted. Only tests
+// import it.
 package testkit
 
 import (
