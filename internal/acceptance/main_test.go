@@ -21,6 +21,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/flite"
 	"github.com/omnistage/omnistage/internal/engine/sphinx"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // workDir holds the omnistage binary the tests build.
@@ -148,12 +149,7 @@ func fliteCLI(t *testing.T, voice, text string, fromFile bool) *engine.Audio {
 	t.Helper()
 	path, err := exec.LookPath("flite")
 	if err != nil {
-		// CI installs it (scripts/install-deps.sh); elsewhere it may be
-		// missing.
-		if os.Getenv("CI") != "" {
-			t.Fatal("the flite command is not installed; scripts/install-deps.sh installs the Debian package flite")
-		}
-		t.Skip("the flite command is not installed: run scripts/install-deps.sh (Debian package flite)")
+		testdeps.Missing(t, "the flite command is not installed: run scripts/install-deps.sh --test (Debian package flite)")
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "flite.wav")

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/omnistage/omnistage/internal/testdeps"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -69,10 +70,10 @@ type star struct {
 func newStar(t *testing.T) *star {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("network namespaces need root (CI runs as root)")
+		testdeps.Missing(t, "network namespaces need root (CI runs as root)")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("no ip command (Debian package iproute2)")
+		testdeps.Missing(t, "no ip command (Debian package iproute2)")
 	}
 	s := &star{t: t, tag: fmt.Sprintf("om%d", os.Getpid()%100000)}
 	s.hub = s.addNS("hub")

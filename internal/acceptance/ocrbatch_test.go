@@ -20,6 +20,7 @@ import (
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/ocrtest"
 	"github.com/omnistage/omnistage/internal/onnx"
+	"github.com/omnistage/omnistage/internal/testdeps"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -39,7 +40,7 @@ func TestOCRBatchedReadsAlike(t *testing.T) {
 	ocrInstalled(t)
 	set, err := ocrtest.Set(ocrtest.SetOptions{Seed: 13, English: 4, Chinese: 2})
 	if err != nil {
-		t.Skip(err)
+		testdeps.Missing(t, "%v", err)
 	}
 	batching := map[int]string{1: "max_batch: 1", 8: "max_batch: 8, max_batch_delay: 50ms"}
 	var args []string
@@ -146,7 +147,7 @@ func ocrInstalled(t *testing.T) {
 	dir := cmp.Or(os.Getenv(ocr.ModelsEnv), ocr.DefaultModels)
 	for _, f := range []string{onnx.LibraryPath(""), filepath.Join(dir, ocr.DetFile), filepath.Join(dir, ocr.RecFile), filepath.Join(dir, ocr.KeysFile)} {
 		if _, err := os.Stat(f); err != nil {
-			t.Skipf("%v (scripts/install-deps.sh installs ONNX Runtime and the PP-OCRv4 models)", err)
+			testdeps.Missing(t, "%v (scripts/install-deps.sh installs ONNX Runtime and the PP-OCRv4 models)", err)
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/imaging"
 	"github.com/omnistage/omnistage/internal/ocrtest"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // The files examples/onnx-line runs on: scripts/install-deps.sh installs
@@ -188,7 +189,7 @@ func TestOnnxLineExample(t *testing.T) {
 // transparency laid over white.
 func TestOnnxLinePNG(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3")
+		testdeps.Missing(t, "no python3")
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	const w, h = 13, 7

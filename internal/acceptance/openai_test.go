@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // TestOpenAINodeSDK drives the server with the official OpenAI Node SDK,
@@ -23,14 +25,14 @@ func TestOpenAINodeSDK(t *testing.T) {
 	}
 	dir, _ := filepath.Abs("../../test/openai-node")
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("no node (scripts/install-deps.sh installs nodejs)")
+		testdeps.Missing(t, "no node (scripts/install-deps.sh installs nodejs)")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
-		t.Skip("the OpenAI SDK is not installed: run scripts/install-deps.sh (npm ci in test/openai-node)")
+		testdeps.Missing(t, "the OpenAI SDK is not installed: run scripts/install-deps.sh (npm ci in test/openai-node)")
 	}
 	for _, tool := range []string{"ffprobe", "ffmpeg"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s (scripts/install-deps.sh installs ffmpeg)", tool)
+			testdeps.Missing(t, "no %s (scripts/install-deps.sh installs ffmpeg)", tool)
 		}
 	}
 	front := serve(t)

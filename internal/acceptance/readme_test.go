@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omnistage/omnistage/internal/testdeps"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -58,10 +59,10 @@ func (h host) command(line string) *exec.Cmd {
 func twoHosts(t *testing.T) (a, b host) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("network namespaces need root (CI runs as root)")
+		testdeps.Missing(t, "network namespaces need root (CI runs as root)")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("no ip command (Debian package iproute2)")
+		testdeps.Missing(t, "no ip command (Debian package iproute2)")
 	}
 	tag := fmt.Sprintf("om%d", os.Getpid()%100000)
 	a, b = host{ns: tag + "a", dir: t.TempDir()}, host{ns: tag + "b", dir: t.TempDir()}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // sdkStage is a stage of one's own, outside the repository, on the
@@ -55,12 +57,12 @@ deploy:
 func TestPythonSDKInstalled(t *testing.T) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("no python3")
+		testdeps.Missing(t, "no python3")
 	}
 	dir := t.TempDir()
 	venv := filepath.Join(dir, "venv")
 	if out, err := exec.Command(python, "-m", "venv", venv).CombinedOutput(); err != nil {
-		t.Skipf("python3 -m venv does not work here (on Debian: apt-get install python3-venv): %v\n%s", err, out)
+		testdeps.Missing(t, "python3 -m venv does not work here (on Debian: apt-get install python3-venv): %v\n%s", err, out)
 	}
 	sdk, err := filepath.Abs(filepath.Join(repoDir, "sdk/python"))
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/audio/encode"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // elText is what the plugin streams: sentences the plugin's tokenizer and
@@ -44,10 +45,10 @@ func elPluginDir(t testing.TB) string {
 	t.Helper()
 	dir, _ := filepath.Abs("../../test/elevenlabs-node")
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("no node (scripts/install-deps.sh installs nodejs)")
+		testdeps.Missing(t, "no node (scripts/install-deps.sh installs nodejs)")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@livekit", "agents-plugin-elevenlabs")); err != nil {
-		t.Skip("the ElevenLabs plugin is not installed: run scripts/install-deps.sh --test (npm ci in test/elevenlabs-node)")
+		testdeps.Missing(t, "the ElevenLabs plugin is not installed: run scripts/install-deps.sh --test (npm ci in test/elevenlabs-node)")
 	}
 	return dir
 }

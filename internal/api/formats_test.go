@@ -15,6 +15,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/audio/encode"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // decode decodes an encoded answer with ffmpeg, an independent decoder,
@@ -22,7 +23,7 @@ import (
 func decode(t *testing.T, data []byte) []int16 {
 	t.Helper()
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Skip("no ffmpeg (scripts/install-deps.sh installs it)")
+		testdeps.Missing(t, "no ffmpeg (scripts/install-deps.sh installs it)")
 	}
 	cmd := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error", "-i", "pipe:0", "-f", "s16le", "-ac", "1", "-ar", "16000", "pipe:1")
 	cmd.Stdin = bytes.NewReader(data)
@@ -108,7 +109,7 @@ func TestSpeechFormats(t *testing.T) {
 func TestStreamedMP3Length(t *testing.T) {
 	for _, tool := range []string{"ffmpeg", "ffprobe"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s (scripts/install-deps.sh installs ffmpeg)", tool)
+			testdeps.Missing(t, "no %s (scripts/install-deps.sh installs ffmpeg)", tool)
 		}
 	}
 	f := newFixture(t, setup{yaml: speechYAML})

@@ -15,6 +15,7 @@ import (
 	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/hop"
 	"github.com/omnistage/omnistage/internal/ocrtest"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // ocrSamples are generated test images: English lines, and a page upside
@@ -27,7 +28,7 @@ func samples(t *testing.T) []ocrtest.Sample {
 	t.Helper()
 	s, err := ocrSamples()
 	if err != nil {
-		t.Skipf("generating test images: %v", err)
+		testdeps.Missing(t, "generating test images: %v", err)
 	}
 	return s
 }

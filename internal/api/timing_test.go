@@ -17,6 +17,7 @@ import (
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/audio/encode"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // speechAnswer is a speech request's audio bytes (the deltas' joined, for
@@ -164,7 +165,7 @@ func cueTimes(t *testing.T, vtt []byte) []time.Duration {
 func decodeWith(t *testing.T, decoder string, data []byte, rate int, raw bool) []int16 {
 	t.Helper()
 	if _, err := exec.LookPath(decoder); err != nil {
-		t.Skipf("no %s (scripts/install-deps.sh installs it)", decoder)
+		testdeps.Missing(t, "no %s (scripts/install-deps.sh installs it)", decoder)
 	}
 	args := []string{"-q", "-e", "s16", "-s", "-"}
 	if decoder == "ffmpeg" {

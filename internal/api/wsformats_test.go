@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/omnistage/omnistage/internal/audio"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // TestSpeechStreamFormats speaks two sentences in every format, with and
@@ -91,7 +92,7 @@ func checkFile(t *testing.T, format string, stream bool, file, pcm []byte) {
 	}
 	ffmpeg, err := exec.LookPath("ffmpeg")
 	if err != nil {
-		t.Skip("ffmpeg is not installed: it decodes the encoded formats")
+		testdeps.Missing(t, "ffmpeg is not installed: it decodes the encoded formats")
 	}
 	cmd := exec.Command(ffmpeg, "-v", "error", "-i", "pipe:0", "-f", "s16le", "-ac", "1", "-ar", "16000", "pipe:1")
 	cmd.Stdin = bytes.NewReader(file)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/omnistage/omnistage/internal/audio"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // TestReadmePythonStream runs the README's Python snippet (its section
@@ -29,7 +30,7 @@ func TestReadmePythonStream(t *testing.T) {
 		}
 	}
 	if python == "" {
-		t.Skip("no python3 with the websockets package (pip install websockets, or apt-get install python3-websockets)")
+		testdeps.Missing(t, "no python3 with the websockets package (pip install websockets, or apt-get install python3-websockets)")
 	}
 	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/omnistage/omnistage/internal/audio"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // vllmText is the example client's own example text.
@@ -28,7 +29,7 @@ func pythonWithWebsockets(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no python3 imports websockets (scripts/install-deps.sh --test installs Debian's python3-websockets)")
+	testdeps.Missing(t, "no python3 imports websockets (scripts/install-deps.sh --test installs Debian's python3-websockets)")
 	return ""
 }
 
@@ -44,7 +45,7 @@ func pythonWithWebsockets(t *testing.T) string {
 func TestVLLMOmniClient(t *testing.T) {
 	python := pythonWithWebsockets(t)
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Skip("no ffmpeg: it decodes flac, opus and aac, and encodes aac")
+		testdeps.Missing(t, "no ffmpeg: it decodes flac, opus and aac, and encodes aac")
 	}
 	client, _ := filepath.Abs("testdata/vllm_stream_client.py")
 	if c := os.Getenv("OMNISTAGE_VLLM_OMNI_CLIENT"); c != "" {

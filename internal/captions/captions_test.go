@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // entries makes timestamps for input, a token per field, 300 ms each.
@@ -67,7 +68,7 @@ func TestCues(t *testing.T) {
 // it reads each and converts it to the other.
 func TestWriteParses(t *testing.T) {
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Skip("no ffmpeg (scripts/install-deps.sh installs it)")
+		testdeps.Missing(t, "no ffmpeg (scripts/install-deps.sh installs it)")
 	}
 	input := "Café — naïve? Yes! " + strings.Repeat("again ", 20)
 	cues := Cues(input, entries(input))

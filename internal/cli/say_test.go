@@ -14,6 +14,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 func runCLIStdin(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
@@ -102,7 +103,7 @@ func TestSayToStdout(t *testing.T) {
 // the encoder, and that --captions writes cues of the same speech.
 func TestSayFormatsAndCaptions(t *testing.T) {
 	if _, err := exec.LookPath("ffprobe"); err != nil {
-		t.Skip("no ffprobe (scripts/install-deps.sh installs ffmpeg)")
+		testdeps.Missing(t, "no ffprobe (scripts/install-deps.sh installs ffmpeg)")
 	}
 	dir := t.TempDir()
 	text := "Hello there! The fox paid $5 for 2 apples."
@@ -144,7 +145,7 @@ func TestSayFormatsAndCaptions(t *testing.T) {
 // states its delay, so its times are wav's.
 func TestSayAACTimestamps(t *testing.T) {
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Skip("no ffmpeg (scripts/install-deps.sh installs it)")
+		testdeps.Missing(t, "no ffmpeg (scripts/install-deps.sh installs it)")
 	}
 	dir := t.TempDir()
 	text := "Hello there! The fox paid five dollars."

@@ -13,6 +13,7 @@ import (
 	"github.com/omnistage/omnistage/internal/audio"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/stagecheck"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // python returns the interpreter the stage check tests run the examples
@@ -23,7 +24,7 @@ func python(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
 	if err != nil {
-		t.Skipf("no python3: %v", err)
+		testdeps.Missing(t, "no python3: %v", err)
 	}
 	return strings.TrimSpace(string(out))
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/imaging"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 func TestCER(t *testing.T) {
@@ -42,7 +43,7 @@ func TestCER(t *testing.T) {
 func testSet(t *testing.T, opts SetOptions) []Sample {
 	t.Helper()
 	if _, err := Fonts(); err != nil {
-		t.Skip(err)
+		testdeps.Missing(t, "%v", err)
 	}
 	set, err := Set(opts)
 	if err != nil {
@@ -90,7 +91,7 @@ func TestSetIsDeterministic(t *testing.T) {
 func TestRenderedInk(t *testing.T) {
 	fonts, err := Fonts()
 	if err != nil {
-		t.Skip(err)
+		testdeps.Missing(t, "%v", err)
 	}
 	for _, f := range fonts {
 		line := englishLines[0]
@@ -176,7 +177,7 @@ func TestTesseract(t *testing.T) {
 			tess.Lang = "chi_sim"
 		}
 		if err := tess.Available(ctx); err != nil {
-			t.Skip(err)
+			testdeps.Missing(t, "%v", err)
 		}
 		res, err := tess.Read(ctx, s.PNG)
 		if err != nil {

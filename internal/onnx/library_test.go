@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 func TestLibraryPath(t *testing.T) {
@@ -40,7 +42,7 @@ const loadChildEnv = "OMNISTAGE_ONNX_TEST_LOAD_CHILD"
 // nothing has loaded it yet.
 func TestLoad(t *testing.T) {
 	if _, err := os.Stat(DefaultLibrary); err != nil {
-		t.Skipf("ONNX Runtime's library is not installed (%v): scripts/install-deps.sh installs it", err)
+		testdeps.Missing(t, "ONNX Runtime's library is not installed (%v): scripts/install-deps.sh installs it", err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLoadChild$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), loadChildEnv+"=1", LibraryEnv+"=")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // The PP-OCRv4 models scripts/install-deps.sh installs, and their tensors.
@@ -30,11 +31,11 @@ func model(t testing.TB, file string) string {
 	t.Helper()
 	lib := LibraryPath("")
 	if _, err := os.Stat(lib); err != nil {
-		t.Skipf("ONNX Runtime's library is not installed (%v): scripts/install-deps.sh installs it", err)
+		testdeps.Missing(t, "ONNX Runtime's library is not installed (%v): scripts/install-deps.sh installs it", err)
 	}
 	path := filepath.Join(modelDir, file)
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("the PP-OCRv4 models are not installed (%v): scripts/install-deps.sh installs them", err)
+		testdeps.Missing(t, "the PP-OCRv4 models are not installed (%v): scripts/install-deps.sh installs them", err)
 	}
 	return path
 }

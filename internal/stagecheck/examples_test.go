@@ -18,6 +18,7 @@ import (
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/external"
 	"github.com/omnistage/omnistage/internal/pipeline"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // repoRoot is the repository's root, from this package's directory.
@@ -132,12 +133,12 @@ func TestExamples(t *testing.T) {
 			t.Parallel()
 			if ex.needs != "" {
 				if _, err := exec.LookPath(ex.needs); err != nil {
-					t.Skipf("%s needs %s: %v", ex.program, ex.needs, err)
+					testdeps.Missing(t, "%s needs %s: %v", ex.program, ex.needs, err)
 				}
 			}
 			for _, f := range ex.files {
 				if _, err := os.Stat(f); err != nil {
-					t.Skipf("%s needs %s: %v", ex.program, f, err)
+					testdeps.Missing(t, "%s needs %s: %v", ex.program, f, err)
 				}
 			}
 			// No __pycache__ left in the tree.
@@ -166,7 +167,7 @@ func realPython(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
 	if err != nil {
-		t.Skipf("no python3: %v", err)
+		testdeps.Missing(t, "no python3: %v", err)
 	}
 	return strings.TrimSpace(string(out))
 }

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/omnistage/omnistage/internal/testdeps"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -180,7 +181,7 @@ func TestNoProgram(t *testing.T) {
 // variables.
 func TestMissingModule(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3")
+		testdeps.Missing(t, "no python3")
 	}
 	rep := battery(t, []string{"python3", "-c", "import omnistage_no_such_module"}, nil)
 	expect(t, rep, map[string]string{"hello": "fail: No module named 'omnistage_no_such_module'", "*": "skip"})

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // alive reports whether process pid runs (a zombie does not: nobody may
@@ -108,7 +110,7 @@ func TestWaitKillsTheGroup(t *testing.T) {
 // reader of the program's standard output past OutputDelay.
 func TestWaitBoundsAnEscapee(t *testing.T) {
 	if _, err := exec.LookPath("setsid"); err != nil {
-		t.Skip("no setsid")
+		testdeps.Missing(t, "no setsid")
 	}
 	// The escapee says its pid once it has left the group; the program
 	// exits after that.

@@ -18,6 +18,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // pageLog records what the page did that the test checks at the end.
@@ -135,6 +137,6 @@ func findChromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("chromium is not installed: scripts/install-deps.sh installs it (apt-get install chromium)")
+	testdeps.Missing(t, "chromium is not installed: scripts/install-deps.sh installs it (apt-get install chromium)")
 	return ""
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // imageState is window.omnistagePlayground.image.
@@ -366,7 +368,7 @@ func skipUnavailable(t *testing.T, s *server, names ...string) {
 	getJSON(t, s.url+"ready", &ready)
 	for _, n := range names {
 		if why, ok := ready.Unavailable[n]; ok {
-			t.Skipf("pipeline %s did not start (scripts/install-deps.sh installs ONNX Runtime and the PP-OCR models): %s", n, why)
+			testdeps.Missing(t, "pipeline %s did not start (scripts/install-deps.sh installs ONNX Runtime and the PP-OCR models): %s", n, why)
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/omnistage/omnistage/internal/ocrtest"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // imageFiles are the paths of the test's files.
@@ -38,11 +39,11 @@ func testImages(t *testing.T) imageFiles {
 	t.Helper()
 	doc, err := ocrtest.Document("The train leaves at nine.", "Bring a warm coat.", "The museum opens at ten.")
 	if err != nil {
-		t.Skipf("rendering the test images (scripts/install-deps.sh installs the fonts): %v", err)
+		testdeps.Missing(t, "rendering the test images (scripts/install-deps.sh installs the fonts): %v", err)
 	}
 	zh, err := ocrtest.Set(ocrtest.SetOptions{Seed: 7, Chinese: 1})
 	if err != nil {
-		t.Skipf("rendering the test images (scripts/install-deps.sh installs the fonts): %v", err)
+		testdeps.Missing(t, "rendering the test images (scripts/install-deps.sh installs the fonts): %v", err)
 	}
 	var huge bytes.Buffer
 	enc := png.Encoder{CompressionLevel: png.BestSpeed}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/audio"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // testSeconds is the length of the test signal.
@@ -130,7 +131,7 @@ func fliteSpeech(t testing.TB) []int16 {
 		fliteAudio = a.Samples
 	})
 	if fliteErr != nil {
-		t.Skipf("no flite speech: %v", fliteErr)
+		testdeps.Missing(t, "no flite speech: %v", fliteErr)
 	}
 	return fliteAudio
 }
@@ -145,7 +146,7 @@ var (
 func needTool(t testing.TB, name string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {
-		t.Skipf("%s not on PATH", name)
+		testdeps.Missing(t, "%s not on PATH", name)
 	}
 }
 

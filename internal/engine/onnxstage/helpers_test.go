@@ -19,6 +19,7 @@ import (
 	"github.com/omnistage/omnistage/internal/onnx"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
+	"github.com/omnistage/omnistage/internal/testdeps"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -41,11 +42,11 @@ const (
 func model(t testing.TB, file string) string {
 	t.Helper()
 	if _, err := os.Stat(onnx.LibraryPath("")); err != nil {
-		t.Skipf("ONNX Runtime's library is not installed (%v): scripts/install-deps.sh installs it", err)
+		testdeps.Missing(t, "ONNX Runtime's library is not installed (%v): scripts/install-deps.sh installs it", err)
 	}
 	path := filepath.Join(modelDir, file)
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("the PP-OCRv4 models are not installed (%v): scripts/install-deps.sh installs them", err)
+		testdeps.Missing(t, "the PP-OCRv4 models are not installed (%v): scripts/install-deps.sh installs them", err)
 	}
 	return path
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/omnistage/omnistage/internal/ocrtest"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // tuned returns r with the settings that read the test set best (see
@@ -38,7 +39,7 @@ func TestEndToEnd(t *testing.T) {
 	r := newReader(t)
 	set, err := ocrtest.Set(ocrtest.SetOptions{Seed: 11, English: 3, Rotated: 2, Chinese: 2})
 	if err != nil {
-		t.Skip(err)
+		testdeps.Missing(t, "%v", err)
 	}
 	type run struct {
 		name    string

@@ -11,6 +11,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/onnx"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // The installed models and library (scripts/install-deps.sh).
@@ -33,7 +34,7 @@ func loadModel(t testing.TB, path string) *model {
 	t.Helper()
 	for _, f := range []string{onnx.LibraryPath(""), path} {
 		if _, err := os.Stat(f); err != nil {
-			t.Skipf("%v (scripts/install-deps.sh installs ONNX Runtime and the PP-OCR models)", err)
+			testdeps.Missing(t, "%v (scripts/install-deps.sh installs ONNX Runtime and the PP-OCR models)", err)
 		}
 	}
 	sess, err := onnx.Open(path, onnx.Options{})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/imaging"
+	"github.com/omnistage/omnistage/internal/testdeps"
 )
 
 // quadrants returns a w×h image whose four quarters are red, green, blue
@@ -410,7 +411,7 @@ func TestApplyRec(t *testing.T) {
 func TestPPOCRDict(t *testing.T) {
 	const path = "/usr/local/share/omnistage/models/ppocr-v4/ppocr_keys_v1.txt"
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("the PP-OCR models are not installed (scripts/install-deps.sh): %v", err)
+		testdeps.Missing(t, "the PP-OCR models are not installed (scripts/install-deps.sh): %v", err)
 	}
 	d, err := LoadDict(path)
 	if err != nil {
