@@ -21,6 +21,16 @@ const TailLines = 10
 // into lines of this size.
 const MaxLine = 64 << 10
 
+// The bound on what a child (an external stage's program, a worker
+// process) writes to the server's log through its Console: a token bucket
+// of LogRate bytes per second, holding LogBurst. Past it lines are
+// dropped, counted in a line when the log takes lines again, and still
+// kept for the error that reports the child's end.
+const (
+	LogRate  = 64 << 10
+	LogBurst = 256 << 10
+)
+
 // Console forwards a child's output, a line at a time and prefixed with
 // the child's name, to a writer, and keeps the last lines. With a limit
 // (Limit), lines past it are kept but not forwarded, and the next line

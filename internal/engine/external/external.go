@@ -45,8 +45,8 @@
 // the program ended. The program's command, pid and last lines of
 // standard error go with it only to Config.Stderr (unless the stage's
 // detailed_errors is set), which gets the program's standard error a line
-// at a time, prefixed with the replica, within StderrRate. The runtime
-// restarts the replica in its slot (package pool).
+// at a time, prefixed with the replica, within subprocess.LogRate. The
+// runtime restarts the replica in its slot (package pool).
 package external
 
 import (
@@ -112,15 +112,6 @@ const (
 	// timeout: a program that never answers would otherwise hold its
 	// requests, and one of its max_jobs, until each client gave up.
 	DefaultTimeout = time.Minute
-)
-
-// The bound on what a replica's program writes to the log (Config.Stderr):
-// a token bucket of StderrRate bytes per second, holding StderrBurst. Past
-// it lines are dropped, counted in a line when the log takes lines again,
-// and still kept for the error that reports the program's end.
-const (
-	StderrRate  = 64 << 10
-	StderrBurst = 256 << 10
 )
 
 // Register adds the engine to r.

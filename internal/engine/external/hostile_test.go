@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/subprocess"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
 
@@ -65,7 +66,7 @@ func TestStderrFlood(t *testing.T) {
 		return len(e.console.Tail()) > 0 && e.console.Tail()[len(e.console.Tail())-1] == "chunk 2 flooded"
 	})
 	logged := len(stderr.String())
-	if bound := StderrBurst + int(time.Since(begun).Seconds()*StderrRate) + 8<<10; logged > bound {
+	if bound := subprocess.LogBurst + int(time.Since(begun).Seconds()*subprocess.LogRate) + 8<<10; logged > bound {
 		t.Errorf("the log took %d bytes of a 12 MB flood; want at most %d", logged, bound)
 	}
 	_ = e.child.Kill()

@@ -86,7 +86,7 @@ func New(spec engine.Spec, cfg Config) (*Engine, error) {
 		e.spec.Timeout = DefaultTimeout
 	}
 	e.console = subprocess.NewConsole(cfg.Stderr, "stage "+e.id+": ")
-	e.console.Limit("standard error", StderrRate, StderrBurst)
+	e.console.Limit("standard error", subprocess.LogRate, subprocess.LogBurst)
 	e.child, err = subprocess.Start(subprocess.Program{Argv: opts.Command, Dir: opts.Cwd, Env: opts.Env,
 		Stderr: &subprocess.LineWriter{OnLine: e.console.Line}})
 	if err != nil {

@@ -87,6 +87,8 @@ func workerEngines(r *engine.Registry) {
 //	block        the call waits for its cancellation, noting on stderr
 //	             "block: started" and "block: cancelled"
 //	gate:PATH    the call waits until the file PATH exists
+//	flood        the call writes 8 MiB of lines to stderr
+//	say:TEXT     the call writes the line TEXT to stderr
 func workerHooks() *testengine.Hooks {
 	return &testengine.Hooks{
 		Process: func(ctx context.Context, e *testengine.Engine, job *engine.Job) error {
@@ -105,6 +107,13 @@ func workerHooks() *testengine.Hooks {
 				<-ctx.Done()
 				fmt.Fprintln(os.Stderr, "block: cancelled")
 				return ctx.Err()
+			case p.Tag == "flood":
+				line := strings.Repeat("x", 1023) + "\n"
+				for range 8 << 10 {
+					_, _ = os.Stderr.WriteString(line)
+				}
+			case strings.HasPrefix(p.Tag, "say:"):
+				fmt.Fprintln(os.Stderr, strings.TrimPrefix(p.Tag, "say:"))
 			case strings.HasPrefix(p.Tag, "gate:"):
 				for {
 					if _, err := os.Stat(strings.TrimPrefix(p.Tag, "gate:")); err == nil {

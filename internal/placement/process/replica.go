@@ -137,6 +137,9 @@ func New(cfg Config) (*Engine, error) {
 	// Wait from reporting the worker's exit.
 	e.cmd.WaitDelay = time.Second
 	e.console = subprocess.NewConsole(cfg.Stderr, "worker "+e.id+": ")
+	// A worker that floods its output (an engine's library printing per
+	// sample, say) must not flood the server's log.
+	e.console.Limit("output", subprocess.LogRate, subprocess.LogBurst)
 	// The worker announces its address on stdout. Other output there
 	// (a C library's printf) goes with its stderr.
 	announced := make(chan string, 1)

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"github.com/omnistage/omnistage/internal/orchestrator/orchtest"
 	"github.com/omnistage/omnistage/internal/pipeline"
 	"github.com/omnistage/omnistage/internal/placement/process"
+	"github.com/omnistage/omnistage/internal/subprocess"
 )
 
 // textPipeline is three text stages of test engines, each appending its
@@ -337,6 +339,34 @@ func TestCrashedWorkerRestarts(t *testing.T) {
 		}
 	}
 	testkit.Eventually(t, "the crashed worker to be reaped", func() bool { return processGone(crashed.Pid()) })
+}
+
+// TestWorkerFloodsItsOutput runs a request whose worker writes 8 MiB to
+// its stderr: the request succeeds, the log takes no more than the
+// console's bound, and once the bucket has refilled the worker's next line
+// comes through after a count of the bytes dropped.
+func TestWorkerFloodsItsOutput(t *testing.T) {
+	begun := time.Now() // the bucket starts full as the worker does
+	cfg := writeConfig(t, strings.Replace(textConfig("process"), "replicas: 2", "replicas: 1", 1))
+	f := start(t, cfg, registerTestEngines)
+	if r := run(f.o, request("loud", "flood")); r.err != nil {
+		t.Fatal(r.err)
+	}
+	// A quarter of the burst refills in a second: the next line goes.
+	time.Sleep(1500 * time.Millisecond)
+	if r := run(f.o, request("quiet", "say:after the flood")); r.err != nil {
+		t.Fatalf("the next request: %v", r.err)
+	}
+	testkit.Eventually(t, "the worker's line after the flood", func() bool {
+		return strings.Contains(f.output.String(), "after the flood")
+	})
+	out := f.output.String()
+	if bound := subprocess.LogBurst + int(time.Since(begun).Seconds()*subprocess.LogRate) + 8<<10; len(out) > bound {
+		t.Errorf("the log took %d bytes of an 8 MiB flood; want at most %d", len(out), bound)
+	}
+	if !regexp.MustCompile(`\d+ bytes of output dropped \(past the limit of 65536 bytes per second\)\n.*after the flood`).MatchString(out) {
+		t.Errorf("the log does not count the bytes dropped before the next line: ...%s", out[max(0, len(out)-300):])
+	}
 }
 
 // TestCancelReachesWorker cancels a request whose stage 1 runs in a
