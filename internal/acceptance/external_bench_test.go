@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -13,12 +14,14 @@ import (
 
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
+	"github.com/omnistage/omnistage/internal/stageproto"
 	"github.com/omnistage/omnistage/internal/testkit"
+	"github.com/omnistage/omnistage/internal/testkit/stageprog"
 )
 
-// passThrough is the built-in tts pipeline with a Python stage of the
-// SDK's echo after the vocoder, before the aligner: audio in, the same
-// audio out.
+// passThrough is the built-in tts pipeline with an echo stage program
+// after the vocoder, before the aligner (audio in, the same audio out),
+// its options (the program's command) to fill in.
 const passThrough = `
 pipeline:
   name: tts-python
@@ -30,8 +33,44 @@ pipeline:
   aligner: {engine: sphinx-aligner}
 deploy:
   stages:
-    - {id: 2, options: {command: ["python3", %q, "audio"], env: {PYTHONPATH: %q}}}
+    - {id: 2, options: %s}
 `
+
+// goEchoStageEnv set to 1 makes the test binary a Go stage program that
+// echoes audio (stageprog, the Go side of the protocol): the control of
+// BenchmarkExternalFirstAudio.
+const goEchoStageEnv = "OMNISTAGE_ACCEPTANCE_GO_ECHO"
+
+// runGoEcho serves the Go echo stage on standard input and output.
+func runGoEcho() int {
+	hello := stageproto.Hello{Name: "go-echo", Input: "audio", Output: "audio", MaxJobs: 4}
+	if err := stageprog.Serve(context.Background(), stageprog.Stdin(), stageprog.Stdout(), hello, goEcho{}); err != nil {
+		fmt.Fprintln(os.Stderr, "go echo:", err)
+		return 1
+	}
+	return 0
+}
+
+// goEcho sends back every chunk it gets.
+type goEcho struct{}
+
+func (goEcho) Warm(context.Context) error { return nil }
+func (goEcho) Close() error               { return nil }
+
+func (goEcho) Process(ctx context.Context, job *engine.Job) error {
+	for {
+		c, err := job.In.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := job.Out.Send(ctx, c); err != nil {
+			return err
+		}
+	}
+}
 
 // BenchmarkExternalFirstAudio measures the time to the first audio of
 // benchParagraph through the orchestrator with the built-in tts pipeline
@@ -43,6 +82,10 @@ deploy:
 // the median time from the vocoder's first output to the Python stage's,
 // in the python request's own timeline: what the stage adds, without the
 // talker's and vocoder's variation from one request to the next.
+// go-stage-ms is the same for a Go echo program in its place (a third
+// request each iteration): the control, which tells the SDK's share of
+// stage-ms from what any program pays on this machine (the pipe, waiting
+// for a core while Flite works).
 func BenchmarkExternalFirstAudio(b *testing.B) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		b.Skip("needs python3")
@@ -51,21 +94,26 @@ func BenchmarkExternalFirstAudio(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := testkit.Parse(b, fmt.Sprintf(passThrough, filepath.Join(sdk, "tests/echo.py"), sdk))
-	plain, python := startPipeline(b, "tts"), startConfig(b, cfg)
+	cfg := testkit.Parse(b, fmt.Sprintf(passThrough, fmt.Sprintf(`{command: ["python3", %q, "audio"], env: {PYTHONPATH: %q}}`, filepath.Join(sdk, "tests/echo.py"), sdk)))
+	goCfg := testkit.Parse(b, fmt.Sprintf(passThrough, fmt.Sprintf(`{command: [%q, "-test.run=^$"], env: {%s: "1"}}`, os.Args[0], goEchoStageEnv)))
+	plain, python, goPeer := startPipeline(b, "tts"), startConfig(b, cfg), startConfig(b, goCfg)
 	var tts, py, added []time.Duration
-	var ratio, stage []float64
+	var ratio, stage, goStage []float64
 	b.ResetTimer()
 	for b.Loop() {
 		_, first := request(b, plain, benchParagraph, "audio")
 		through, st := timedRequest(b, python, benchParagraph)
+		_, gst := timedRequest(b, goPeer, benchParagraph)
 		tts, py, added = append(tts, first), append(py, through), append(added, through-first)
 		ratio = append(ratio, float64(through)/float64(first))
 		stage = append(stage, st[2].FirstOutputMs-st[1].FirstOutputMs)
+		goStage = append(goStage, gst[2].FirstOutputMs-gst[1].FirstOutputMs)
 	}
 	slices.Sort(ratio)
 	slices.Sort(stage)
+	slices.Sort(goStage)
 	b.ReportMetric(stage[len(stage)/2], "stage-ms")
+	b.ReportMetric(goStage[len(goStage)/2], "go-stage-ms")
 	b.ReportMetric(ms(medianOf(tts)), "tts-ttfa-ms")
 	b.ReportMetric(ms(medianOf(py)), "python-ttfa-ms")
 	b.ReportMetric(ms(medianOf(added)), "added-ms")

@@ -28,6 +28,9 @@ import (
 var workDir string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(goEchoStageEnv) == "1" {
+		os.Exit(runGoEcho())
+	}
 	dir, err := os.MkdirTemp("", "omnistage-acceptance-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
