@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engine/testengine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
 	"github.com/omnistage/omnistage/internal/stageproto"
 	"github.com/omnistage/omnistage/internal/testkit"
@@ -44,32 +45,11 @@ const goEchoStageEnv = "OMNISTAGE_ACCEPTANCE_GO_ECHO"
 // runGoEcho serves the Go echo stage on standard input and output.
 func runGoEcho() int {
 	hello := stageproto.Hello{Name: "go-echo", Input: "audio", Output: "audio", MaxJobs: 4}
-	if err := stageprog.Serve(context.Background(), stageprog.Stdin(), stageprog.Stdout(), hello, goEcho{}); err != nil {
+	if err := stageprog.Serve(context.Background(), stageprog.Stdin(), stageprog.Stdout(), hello, testengine.Echo{}); err != nil {
 		fmt.Fprintln(os.Stderr, "go echo:", err)
 		return 1
 	}
 	return 0
-}
-
-// goEcho sends back every chunk it gets.
-type goEcho struct{}
-
-func (goEcho) Warm(context.Context) error { return nil }
-func (goEcho) Close() error               { return nil }
-
-func (goEcho) Process(ctx context.Context, job *engine.Job) error {
-	for {
-		c, err := job.In.Recv(ctx)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := job.Out.Send(ctx, c); err != nil {
-			return err
-		}
-	}
 }
 
 // BenchmarkExternalFirstAudio measures the time to the first audio of

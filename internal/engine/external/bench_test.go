@@ -6,7 +6,6 @@ package external
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -15,31 +14,9 @@ import (
 	"time"
 
 	"github.com/omnistage/omnistage/internal/engine"
+	"github.com/omnistage/omnistage/internal/engine/testengine"
 	"github.com/omnistage/omnistage/internal/testkit"
 )
-
-// echoEngine is the in-process baseline: it sends back what it gets.
-type echoEngine struct{}
-
-var _ engine.Engine = echoEngine{}
-
-func (echoEngine) Warm(context.Context) error { return nil }
-func (echoEngine) Close() error               { return nil }
-
-func (echoEngine) Process(ctx context.Context, job *engine.Job) error {
-	for {
-		c, err := job.In.Recv(ctx)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := job.Out.Send(ctx, c); err != nil {
-			return err
-		}
-	}
-}
 
 // chanSource yields the chunks sent on it until it is closed.
 type chanSource chan engine.Chunk
@@ -207,13 +184,13 @@ func pipeTrips(tb testing.TB, size, n int) []time.Duration {
 func BenchmarkChunk(b *testing.B) {
 	c := audio(16000, make([]int16, 1600)...)
 	const wire = 3200 + 70 // the data and an input or output header
-	base := median(roundTrips(b, echoEngine{}, c, 10000))
+	base := median(roundTrips(b, testengine.Echo{}, c, 10000))
 	floor := median(pipeTrips(b, wire, 2000))
 	for _, peer := range []struct {
 		name string
 		new  func(testing.TB) engine.Engine
 	}{
-		{"inproc", func(testing.TB) engine.Engine { return echoEngine{} }},
+		{"inproc", func(testing.TB) engine.Engine { return testengine.Echo{} }},
 		{"pipe", nil},
 		{"go", func(tb testing.TB) engine.Engine { return benchEngine(tb, goPeer(tb)) }},
 		{"python", func(tb testing.TB) engine.Engine { return benchEngine(tb, pythonOptions(tb, "echo.py")) }},
@@ -313,7 +290,7 @@ func BenchmarkJob(b *testing.B) {
 		name string
 		new  func(testing.TB) engine.Engine
 	}{
-		{"inproc", func(testing.TB) engine.Engine { return echoEngine{} }},
+		{"inproc", func(testing.TB) engine.Engine { return testengine.Echo{} }},
 		{"go", func(tb testing.TB) engine.Engine { return benchEngine(tb, goPeer(tb)) }},
 		{"python", func(tb testing.TB) engine.Engine { return benchEngine(tb, pythonOptions(tb, "echo.py")) }},
 	} {
