@@ -62,10 +62,10 @@ func runGoEcho() int {
 // the median time from the vocoder's first output to the Python stage's,
 // in the python request's own timeline: what the stage adds, without the
 // talker's and vocoder's variation from one request to the next.
-// go-stage-ms is the same for a Go echo program in its place (a third
-// request each iteration): the control, which tells the SDK's share of
-// stage-ms from what any program pays on this machine (the pipe, waiting
-// for a core while Flite works).
+// go-stage-ms and go-added-ms are the same for a Go echo program in its
+// place (a third request each iteration): the control, which tells the
+// SDK's share from what any stage program pays on this machine (the pipe,
+// a job's start, waiting for a core while Flite works).
 func BenchmarkExternalFirstAudio(b *testing.B) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		b.Skip("needs python3")
@@ -77,14 +77,15 @@ func BenchmarkExternalFirstAudio(b *testing.B) {
 	cfg := testkit.Parse(b, fmt.Sprintf(passThrough, fmt.Sprintf(`{command: ["python3", %q, "audio"], env: {PYTHONPATH: %q}}`, filepath.Join(sdk, "tests/echo.py"), sdk)))
 	goCfg := testkit.Parse(b, fmt.Sprintf(passThrough, fmt.Sprintf(`{command: [%q, "-test.run=^$"], env: {%s: "1"}}`, os.Args[0], goEchoStageEnv)))
 	plain, python, goPeer := startPipeline(b, "tts"), startConfig(b, cfg), startConfig(b, goCfg)
-	var tts, py, added []time.Duration
+	var tts, py, added, goAdded []time.Duration
 	var ratio, stage, goStage []float64
 	b.ResetTimer()
 	for b.Loop() {
 		_, first := request(b, plain, benchParagraph, "audio")
 		through, st := timedRequest(b, python, benchParagraph)
-		_, gst := timedRequest(b, goPeer, benchParagraph)
+		goThrough, gst := timedRequest(b, goPeer, benchParagraph)
 		tts, py, added = append(tts, first), append(py, through), append(added, through-first)
+		goAdded = append(goAdded, goThrough-first)
 		ratio = append(ratio, float64(through)/float64(first))
 		stage = append(stage, st[2].FirstOutputMs-st[1].FirstOutputMs)
 		goStage = append(goStage, gst[2].FirstOutputMs-gst[1].FirstOutputMs)
@@ -97,6 +98,7 @@ func BenchmarkExternalFirstAudio(b *testing.B) {
 	b.ReportMetric(ms(medianOf(tts)), "tts-ttfa-ms")
 	b.ReportMetric(ms(medianOf(py)), "python-ttfa-ms")
 	b.ReportMetric(ms(medianOf(added)), "added-ms")
+	b.ReportMetric(ms(medianOf(goAdded)), "go-added-ms")
 	b.ReportMetric(ratio[len(ratio)/2], "ratio")
 }
 
