@@ -2,7 +2,9 @@
 // repository (`make lint` runs it on the tree): no non-test file longer
 // than 550 lines, no function longer than 100, and every non-test file
 // naming its one concern in its first comment: the package documentation,
-// or a comment right after the package clause.
+// or a comment right after the package clause. Besides, a file that
+// starts with "#!" (a script the Makefile or a user runs by its path) is
+// executable: a script that lost its mode fails only when someone runs it.
 //
 // Usage: layoutcheck DIR
 package main
@@ -56,7 +58,14 @@ func check(root string) ([]string, error) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+		if !strings.HasSuffix(path, ".go") {
+			p, err := checkScript(path, d)
+			if p != "" {
+				problems = append(problems, p)
+			}
+			return err
+		}
+		if strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
 		ps, err := checkFile(path)
@@ -89,6 +98,25 @@ func checkFile(path string) ([]string, error) {
 		}
 	}
 	return problems, nil
+}
+
+// checkScript returns a problem when the file at path starts with "#!"
+// but is not executable, "" otherwise.
+func checkScript(path string, d fs.DirEntry) (string, error) {
+	info, err := d.Info()
+	if err != nil || !info.Mode().IsRegular() || info.Mode()&0o111 != 0 {
+		return "", err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	head := make([]byte, 2)
+	if n, _ := f.Read(head); n < 2 || string(head) != "#!" {
+		return "", nil
+	}
+	return fmt.Sprintf("%s: starts with #! but is not executable (git update-index --chmod=+x %s)", path, path), nil
 }
 
 // namesConcern reports whether f's first comment is its package
