@@ -29,8 +29,8 @@ const readBuffer = 32 << 10
 type HTTPOptions struct {
 	// APIKey, when set, is sent as a bearer token.
 	APIKey string
-	// Model is the model requests name; "" means the first one GET
-	// /v1/models lists (the server's pipeline).
+	// Model is the model requests name; "" means the server's default
+	// pipeline (defaultModel).
 	Model string
 	// Conns is the number of idle connections kept open for reuse: the
 	// run's concurrency.
@@ -109,8 +109,42 @@ func (d *HTTP) Prepare(ctx context.Context, wait time.Duration) error {
 	if err := json.Unmarshal(body, &list); err != nil || len(list.Data) == 0 {
 		return fmt.Errorf("loadgen: GET %s/v1/models: no model in the answer", d.base)
 	}
-	d.opts.Model = list.Data[0].ID
+	if d.opts.Model = defaultModel(list.Data); d.opts.Model == "" {
+		return fmt.Errorf("loadgen: %s serves no pipeline that takes text (its models: %s); name one with --model", d.base, modelIDs(list.Data))
+	}
 	return nil
+}
+
+// defaultModel returns the pipeline a speech request without a model of
+// its own should name: the one OpenAI's alias tts-1 stands for (the
+// server's default pipeline, serve --default-model), else the first that
+// takes text; "" when none does. (The first model listed may be an
+// image pipeline: the built-ins are listed by name.)
+func defaultModel(models []apijson.Model) string {
+	for _, m := range models {
+		if m.ID == "tts-1" && m.AliasOf != "" {
+			for _, p := range models {
+				if p.ID == m.AliasOf && (p.Input == "" || p.Input == "text") {
+					return p.ID
+				}
+			}
+		}
+	}
+	for _, m := range models {
+		if m.AliasOf == "" && (m.Input == "" || m.Input == "text") {
+			return m.ID
+		}
+	}
+	return ""
+}
+
+// modelIDs lists the ids of models, for an error.
+func modelIDs(models []apijson.Model) string {
+	ids := make([]string, len(models))
+	for i, m := range models {
+		ids[i] = m.ID
+	}
+	return strings.Join(ids, ", ")
 }
 
 // Model returns the model requests name.

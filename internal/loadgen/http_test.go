@@ -14,6 +14,7 @@ import (
 
 	"github.com/omnistage/omnistage/internal/api"
 	"github.com/omnistage/omnistage/internal/api/apitest"
+	"github.com/omnistage/omnistage/internal/apijson"
 	"github.com/omnistage/omnistage/internal/engine"
 	"github.com/omnistage/omnistage/internal/engine/testengine"
 	"github.com/omnistage/omnistage/internal/orchestrator"
@@ -53,6 +54,29 @@ func toneSamples(text string) int {
 		n += testengine.ToneSamples(w + "|a")
 	}
 	return n
+}
+
+// TestDefaultModel: without --model, the load goes to the pipeline the
+// alias tts-1 stands for (the server's default), else to the first that
+// takes text, never to an image pipeline listed before it.
+func TestDefaultModel(t *testing.T) {
+	text, image := "text", "image"
+	for _, tc := range []struct {
+		name   string
+		models []apijson.Model
+		want   string
+	}{
+		{"the built-ins", []apijson.Model{{ID: "ocr", Input: image}, {ID: "read-aloud", Input: image}, {ID: "tts", Input: text}, {ID: "tts-24k", Input: text}, {ID: "tts-1", AliasOf: "tts"}}, "tts"},
+		{"another default", []apijson.Model{{ID: "a", Input: text}, {ID: "b", Input: text}, {ID: "tts-1", AliasOf: "b"}}, "b"},
+		{"an image default", []apijson.Model{{ID: "ocr", Input: image}, {ID: "tts", Input: text}, {ID: "tts-1", AliasOf: "ocr"}}, "tts"},
+		{"no alias", []apijson.Model{{ID: "ocr", Input: image}, {ID: "speak", Input: text}}, "speak"},
+		{"an older server", []apijson.Model{{ID: "tone"}}, "tone"},
+		{"images only", []apijson.Model{{ID: "ocr", Input: image}}, ""},
+	} {
+		if got := defaultModel(tc.models); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
 }
 
 func TestHTTPDriver(t *testing.T) {
