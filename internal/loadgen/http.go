@@ -116,22 +116,25 @@ func (d *HTTP) Prepare(ctx context.Context, wait time.Duration) error {
 }
 
 // defaultModel returns the pipeline a speech request without a model of
-// its own should name: the one OpenAI's alias tts-1 stands for (the
-// server's default pipeline, serve --default-model), else the first that
-// takes text; "" when none does. (The first model listed may be an
-// image pipeline: the built-ins are listed by name.)
+// its own should name: the one the server's model aliases stand for
+// (OpenAI's tts-1 and the others: its default pipeline, serve
+// --default-model), else the first that takes text; "" when none does.
+// (The first model listed may be an image pipeline: the built-ins are
+// listed by name.)
 func defaultModel(models []apijson.Model) string {
-	for _, m := range models {
-		if m.ID == "tts-1" && m.AliasOf != "" {
-			for _, p := range models {
-				if p.ID == m.AliasOf && (p.Input == "" || p.Input == "text") {
-					return p.ID
-				}
+	takesText := func(m apijson.Model) bool { return m.AliasOf == "" && (m.Input == "" || m.Input == "text") }
+	for _, alias := range models {
+		if alias.AliasOf == "" {
+			continue
+		}
+		for _, m := range models {
+			if m.ID == alias.AliasOf && takesText(m) {
+				return m.ID
 			}
 		}
 	}
 	for _, m := range models {
-		if m.AliasOf == "" && (m.Input == "" || m.Input == "text") {
+		if takesText(m) {
 			return m.ID
 		}
 	}

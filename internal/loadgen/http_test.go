@@ -57,7 +57,7 @@ func toneSamples(text string) int {
 }
 
 // TestDefaultModel: without --model, the load goes to the pipeline the
-// alias tts-1 stands for (the server's default), else to the first that
+// model aliases (tts-1, ...) stand for (the server's default), else to the first that
 // takes text, never to an image pipeline listed before it.
 func TestDefaultModel(t *testing.T) {
 	text, image := "text", "image"
