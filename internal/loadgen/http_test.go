@@ -57,8 +57,8 @@ func toneSamples(text string) int {
 }
 
 // TestDefaultModel: without --model, the load goes to the pipeline the
-// model aliases (tts-1, ...) stand for (the server's default), else to the first that
-// takes text, never to an image pipeline listed before it.
+// model aliases (tts-1, ...) stand for (the server's default), else to
+// the first that takes text, never to an image pipeline listed before it.
 func TestDefaultModel(t *testing.T) {
 	text, image := "text", "image"
 	for _, tc := range []struct {
