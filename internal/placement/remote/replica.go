@@ -159,8 +159,9 @@ func (e *Engine) callError(ctx context.Context, err error) error {
 	case errors.As(err, &te):
 		// Formatted, not wrapped: what broke (a stream cut short is a
 		// payload error) must not classify the request's failure, which
-		// is the lost replica.
-		e.Mark(err)
+		// is the lost replica. The mark names the server too: a request
+		// may hear of the loss from it (the pool) before this returns.
+		e.Mark(fmt.Errorf("remote %s: %v", e.where, err))
 		return fmt.Errorf("remote %s: %w: %v", e.where, engine.ErrReplicaLost, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		// Not the request's deadline (ctx is alive): the timeout setting's.
