@@ -33,7 +33,9 @@ func NewLimit(max int, grace time.Duration) *Limit {
 	return &Limit{max: max, grace: grace, slots: map[*Slot]struct{}{}}
 }
 
-// Slot is one session's place. A new one is busy.
+// Slot is one session's place. A new one is idle since it was taken (its
+// session connected), so that sessions that never had work go in the
+// order they came, whenever their owners first say so.
 type Slot struct {
 	l     *Limit
 	evict func()
@@ -55,7 +57,7 @@ func (l *Limit) Take(evict func()) (*Slot, bool) {
 		}
 		delete(l.slots, victim)
 	}
-	s := &Slot{l: l, evict: evict}
+	s := &Slot{l: l, evict: evict, idle: true, since: time.Now()}
 	l.slots[s] = struct{}{}
 	l.mu.Unlock()
 	if victim != nil {
